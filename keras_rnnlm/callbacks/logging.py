@@ -1,0 +1,151 @@
+"""Run bookkeeping: metadata, learning curves, divergence guard."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import keras
+
+from keras_rnnlm.callbacks.checkpoint import atomic_write_text
+
+
+def git_commit(path=None):
+    """The git commit of the working tree holding ``path`` (or None)."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=path or os.getcwd(),
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+        commit = out.stdout.strip() or None
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=path or os.getcwd(),
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+        return f"{commit}+dirty" if commit and dirty else commit
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def run_metadata(config_dict, extra=None):
+    """Config, seed, versions, commit and command line of a run."""
+    import keras_rnnlm
+
+    return {
+        "config": config_dict,
+        "seed": config_dict.get("train", {}).get("seed"),
+        "keras_rnnlm_version": keras_rnnlm.__version__,
+        "keras_version": keras.__version__,
+        "backend": keras.backend.backend(),
+        "git_commit": git_commit(os.path.dirname(keras_rnnlm.__file__)),
+        "command": sys.argv,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **(extra or {}),
+    }
+
+
+class RunMetadata(keras.callbacks.Callback):
+    """Writes ``run.json`` (and appends to ``runs.jsonl`` on each start).
+
+    Every number a run produces can be traced to its resolved config, seed,
+    package version and git commit.
+    """
+
+    def __init__(self, directory, config_dict, extra=None):
+        super().__init__()
+        self.directory = directory
+        self.config_dict = config_dict
+        self.extra = extra
+
+    def on_train_begin(self, logs=None):
+        os.makedirs(self.directory, exist_ok=True)
+        meta = run_metadata(self.config_dict, self.extra)
+        atomic_write_text(
+            os.path.join(self.directory, "run.json"),
+            json.dumps(meta, indent=2),
+        )
+        with open(os.path.join(self.directory, "runs.jsonl"), "a") as f:
+            f.write(json.dumps(meta) + "\n")
+
+
+class LearningCurve(keras.callbacks.Callback):
+    """Writes ``learning_curve.png``: train/valid perplexity per epoch.
+
+    Reads the epoch history of the run's
+    :class:`~keras_rnnlm.callbacks.checkpoint.TrainingCheckpoint` (so a
+    resumed run plots all its epochs), or its own history.
+    """
+
+    def __init__(self, directory, checkpoint=None, train_key="ppl"):
+        super().__init__()
+        self.directory = directory
+        self.checkpoint = checkpoint
+        self.train_key = train_key
+        self._history = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._history.append({"epoch": epoch, **(logs or {})})
+        history = self.checkpoint.history if self.checkpoint else None
+        plot_learning_curve(
+            history or self._history,
+            os.path.join(self.directory, "learning_curve.png"),
+        )
+
+
+def plot_learning_curve(history, path):
+    """Plots train/valid perplexity (log scale) from a list of epoch logs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    epochs = [h["epoch"] + 1 for h in history]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for key, label in (("ppl", "train"), ("val_ppl", "valid")):
+        values = [h.get(key) for h in history]
+        if any(v is not None for v in values):
+            ax.plot(epochs, values, marker="o", label=label)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("perplexity")
+    ax.set_yscale("log")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    tmp = path + ".tmp.png"
+    fig.savefig(tmp)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+class TrainingDivergedError(RuntimeError):
+    """The loss became NaN or infinite."""
+
+
+class NaNGuard(keras.callbacks.Callback):
+    """Stops training at the first non-finite batch loss.
+
+    The trainer then raises :class:`TrainingDivergedError` naming the
+    batch and the last good checkpoint (which is left untouched: this
+    callback runs before the epoch-end checkpoint is written).
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.diverged_at = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(float(loss)):
+            self.diverged_at = (self._epoch, batch, float(loss))
+            self.model.stop_training = True
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch

@@ -1,0 +1,242 @@
+"""Run configuration: plain dataclasses, validated, with dotted overrides.
+
+A run is described by a :class:`RunConfig` with three sections, ``data``,
+``model`` and ``train``. Configs round-trip through JSON (``to_dict`` /
+``from_dict``); unknown keys are errors everywhere (a typo in a recipe or a
+``--set`` override must never be silently ignored).
+"""
+
+import dataclasses
+import json
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """An invalid configuration key or value."""
+
+
+@dataclasses.dataclass
+class DataConfig:
+    """Corpus and token-stream settings.
+
+    Attributes:
+        corpus: registry name (``ptb``, ``ptb_char``, ``wikitext2``,
+            ``wikitext103``, ``text8``) or a path to a directory with
+            ``train.txt`` / ``valid.txt`` / ``test.txt``.
+        data_dir: where the corpora live (else ``$KERAS_RNNLM_DATA``, the
+            Keras cache, or a download).
+        level: ``word`` or ``char`` for a corpus given by path.
+        batch_size: training batch size (number of parallel streams).
+        bptt: truncated-BPTT window length.
+        variable_bptt: the AWD-LSTM random window rule.
+        eval_batch_size: validation batch size (``None``: ``batch_size``).
+        test_batch_size: test batch size.
+        eval_bptt: evaluation window (``None``: ``bptt``).
+        max_tokens: truncate every split (smoke tests).
+    """
+
+    corpus: str = "ptb"
+    data_dir: str | None = None
+    level: str | None = None
+    batch_size: int = 20
+    bptt: int = 35
+    variable_bptt: bool = False
+    eval_batch_size: int | None = None
+    test_batch_size: int = 1
+    eval_bptt: int | None = None
+    max_tokens: int | None = None
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """Embedding -> recurrent stack -> output head.
+
+    Attributes:
+        embedding_dim: word-embedding size.
+        hidden_sizes: one entry per recurrent layer.
+        cell: recurrent layer name (see
+            :func:`keras_rnnlm.models.recurrent_layer_names`).
+        cell_kwargs: extra constructor arguments of that layer.
+        head: ``softmax`` (own output matrix) or ``tied`` (the embedding
+            matrix transposed, with its own bias).
+        dropout: dropout on non-recurrent connections (embedding output,
+            between layers, before the head), as in Zaremba et al.
+        init_range: if set, every weight is drawn from U(-r, r).
+    """
+
+    embedding_dim: int = 200
+    hidden_sizes: list = dataclasses.field(default_factory=lambda: [200, 200])
+    cell: str = "lstm"
+    cell_kwargs: dict = dataclasses.field(default_factory=dict)
+    head: str = "softmax"
+    dropout: float = 0.0
+    init_range: float | None = 0.1
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Optimisation and bookkeeping.
+
+    Attributes:
+        epochs: number of epochs.
+        optimizer: ``sgd`` or ``adam``.
+        learning_rate: initial learning rate.
+        clipnorm: global-norm gradient clipping (``None``: off).
+        weight_decay: L2 penalty coefficient (coupled, as in PyTorch SGD).
+        lr_schedule: ``{"name": ..., **params}``; names: ``constant``,
+            ``zaremba`` (decay, start_epoch), ``plateau_annealing``
+            (Algorithm 1 of the multi-cell LSTM paper), ``divide_on_plateau``
+            (pytorch/examples).
+        seed: global seed (weights, dropout, variable BPTT).
+        out_dir: run directory (logs, checkpoints, config, vocabulary).
+        jit_compile: passed to ``model.compile``.
+        dtype_policy: ``float32`` or ``mixed_bfloat16``.
+        tensorboard: write TensorBoard logs.
+        verbose: Keras progress-bar verbosity.
+    """
+
+    epochs: int = 13
+    optimizer: str = "sgd"
+    learning_rate: float = 1.0
+    clipnorm: float | None = 5.0
+    weight_decay: float = 0.0
+    lr_schedule: dict = dataclasses.field(
+        default_factory=lambda: {"name": "constant"}
+    )
+    seed: int = 1234
+    out_dir: str = "runs/default"
+    jit_compile: Any = False
+    dtype_policy: str = "float32"
+    tensorboard: bool = True
+    verbose: Any = "auto"
+
+
+_SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+
+
+@dataclasses.dataclass
+class RunConfig:
+    """A whole run: ``name`` plus the three sections."""
+
+    name: str = "run"
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    def to_json(self):
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d):
+        """Builds a config; unknown sections or keys raise ConfigError."""
+        if not isinstance(d, dict):
+            raise ConfigError(f"A run config must be a dict, got {type(d)}")
+        unknown = set(d) - {"name", *_SECTIONS}
+        if unknown:
+            raise ConfigError(
+                f"Unknown config section(s) {sorted(unknown)}; valid: "
+                f"{['name', *_SECTIONS]}"
+            )
+        kwargs = {"name": d.get("name", "run")}
+        for section, section_cls in _SECTIONS.items():
+            kwargs[section] = _section_from_dict(
+                section, section_cls, d.get(section, {})
+            )
+        return cls(**kwargs)
+
+    def replace(self, **sections):
+        """Copy with whole sections or ``name`` replaced."""
+        return dataclasses.replace(self, **sections)
+
+
+def _section_from_dict(section, section_cls, values):
+    if isinstance(values, section_cls):
+        return values
+    fields = {f.name for f in dataclasses.fields(section_cls)}
+    unknown = set(values) - fields
+    if unknown:
+        raise ConfigError(
+            f"Unknown key(s) {sorted(unknown)} in config section "
+            f"'{section}'; valid keys: {sorted(fields)}"
+        )
+    return section_cls(**values)
+
+
+def parse_value(text):
+    """Parses an override value: JSON if it parses, else the raw string."""
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, ValueError):
+        return text
+
+
+def apply_overrides(config, overrides):
+    """Returns a copy of ``config`` with ``section.key=value`` overrides.
+
+    ``value`` is parsed as JSON (``3``, ``0.5``, ``[200, 200]``, ``null``,
+    ``true``) and falls back to a string. ``name=...`` sets the run name.
+    Unknown sections or keys raise :class:`ConfigError` listing the valid
+    ones.
+    """
+    d = config.to_dict()
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(
+                f"Override {item!r} is not of the form section.key=value"
+            )
+        key, text = item.split("=", 1)
+        value = parse_value(text)
+        if key == "name":
+            d["name"] = str(value)
+            continue
+        if "." not in key:
+            raise ConfigError(
+                f"Override key {key!r} must be section.key with section in "
+                f"{list(_SECTIONS)}"
+            )
+        section, field = key.split(".", 1)
+        if section not in _SECTIONS:
+            raise ConfigError(
+                f"Unknown config section {section!r} in override {item!r}; "
+                f"valid: {list(_SECTIONS)}"
+            )
+        if "." in field:
+            field, sub = field.split(".", 1)
+            target = d[section].get(field)
+            if not isinstance(target, dict):
+                raise ConfigError(f"{section}.{field} is not a dict")
+            target[sub] = value
+        else:
+            if field not in d[section]:
+                raise ConfigError(
+                    f"Unknown key {field!r} in section {section!r} "
+                    f"(override {item!r}); valid keys: "
+                    f"{sorted(d[section])}"
+                )
+            d[section][field] = value
+    return RunConfig.from_dict(d)
+
+
+def load_config(path):
+    """Reads a RunConfig from a JSON file (clear error if malformed)."""
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"Config file {path} is not valid JSON: {e}")
+    return RunConfig.from_dict(d)
+
+
+__all__ = [
+    "ConfigError",
+    "DataConfig",
+    "ModelConfig",
+    "RunConfig",
+    "TrainConfig",
+    "apply_overrides",
+    "load_config",
+    "parse_value",
+]

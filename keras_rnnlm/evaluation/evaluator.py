@@ -1,0 +1,85 @@
+"""The one evaluator: exact perplexity / BPC of a token stream.
+
+An :class:`Evaluator` owns an evaluation model built from the run's model
+config with its own batch size (AWD-LSTM validates with batch 10 and tests
+with batch 1), takes its weights from the training model or a checkpoint,
+resets the recurrent state, and streams the split through it in windows of
+``bptt`` tokens with the state carried from window to window. The result
+is the token-weighted mean over every predicted token (the first token of
+each of the ``batch_size`` streams is context only, and fewer than
+``batch_size`` trailing tokens are dropped by batchification).
+"""
+
+import math
+
+import keras
+
+from keras_rnnlm.data.streams import LMSequence
+from keras_rnnlm.models.builder import build_language_model
+from keras_rnnlm.models.builder import copy_weights
+from keras_rnnlm.models.builder import reset_states
+from keras_rnnlm.training.metrics import lm_metrics
+
+
+class Evaluator:
+    """Evaluates a language model on token-id streams.
+
+    Args:
+        model_config: the run's :class:`~keras_rnnlm.config.ModelConfig`.
+        vocab_size: vocabulary size.
+        batch_size: number of parallel streams.
+        bptt: window length (state is carried across windows).
+        char_level: also report bits per character.
+        jit_compile: passed to ``compile``.
+    """
+
+    def __init__(
+        self,
+        model_config,
+        vocab_size,
+        batch_size,
+        bptt,
+        char_level=False,
+        jit_compile=False,
+    ):
+        self.model_config = model_config
+        self.vocab_size = vocab_size
+        self.batch_size = batch_size
+        self.bptt = bptt
+        self.char_level = char_level
+        self.model = build_language_model(
+            model_config, vocab_size, batch_size, name="rnnlm_eval"
+        )
+        self.model.compile(
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            weighted_metrics=lm_metrics(char_level),
+            jit_compile=jit_compile,
+        )
+
+    def load_weights(self, path):
+        """Loads weights saved by ``save_weights`` of an equivalent model."""
+        self.model.load_weights(path, skip_mismatch=False)
+
+    def evaluate(self, ids, weights_from=None, verbose=0):
+        """Returns ``{"nll", "ppl", "tokens"(, "bpc")}`` for ``ids``.
+
+        Args:
+            ids: 1-D int token ids of the split.
+            weights_from: a model built from the same config (any batch
+                size) whose trainable weights are copied first.
+            verbose: Keras progress-bar verbosity.
+        """
+        if weights_from is not None:
+            copy_weights(weights_from, self.model)
+        stream = LMSequence(ids, self.batch_size, self.bptt, pad_to=self.bptt)
+        reset_states(self.model)
+        logs = self.model.evaluate(stream, verbose=verbose, return_dict=True)
+        reset_states(self.model)
+        result = {
+            "nll": float(logs["nll"]),
+            "ppl": float(math.exp(logs["nll"])),
+            "tokens": int(stream.num_tokens),
+        }
+        if self.char_level:
+            result["bpc"] = float(logs["nll"]) / math.log(2.0)
+        return result

@@ -1,0 +1,6 @@
+"""Layers and cells of keras_rnnlm (all ``keras.ops``, serializable)."""
+
+from keras_rnnlm.layers.lstm import LSTM
+from keras_rnnlm.layers.tied_embedding import TiedEmbedding
+
+__all__ = ["LSTM", "TiedEmbedding"]

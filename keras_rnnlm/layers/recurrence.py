@@ -1,0 +1,232 @@
+"""Compiled time loops shared by the package's recurrent layers.
+
+Every recurrent layer in :mod:`keras_rnnlm.layers` splits its work in two:
+
+* the **input-side** affine maps (``x @ W + b``) for the whole sequence,
+  computed as one large matrix product *before* the time loop, and
+* the **recurrent** part (``h @ U`` plus elementwise gates), which is all
+  that runs per time step.
+
+This module holds the per-step loops. They are written with ``keras.ops``
+only, so they run on every backend. On the TensorFlow backend the loops are
+additionally wrapped in an XLA-compiled ``tf.function`` (a non-XLA TF
+``while_loop`` pays tens of microseconds per op per step, which dominates
+small models), while the big input and output matrix products stay in the
+regular graph where TensorFlow's oneDNN kernels are fastest. On JAX the
+whole train step is already ``jax.jit``-compiled, so the loops are used as
+they are.
+
+The fused LSTM recurrence has a hand-written backward pass (via
+``keras.ops.custom_gradient``): the reverse loop carries only ``dh`` and
+``dc``; the recurrent-kernel gradient is then **one** matrix product over
+all time steps instead of T small ones inside the loop.
+"""
+
+import functools
+
+from keras import backend
+from keras import ops
+
+
+def compile_loop(fn):
+    """Compiles a loop function for the active backend.
+
+    TensorFlow: an XLA-compiled ``tf.function`` (traced once per input
+    shape). Other backends: ``fn`` unchanged (JAX jit-compiles the whole
+    step; torch runs eagerly).
+    """
+    if backend.backend() != "tensorflow":
+        return fn
+    import tensorflow as tf
+
+    return tf.function(fn, jit_compile=True, autograph=False)
+
+
+def scan(step, init, xs, reverse=False):
+    """``jax.lax.scan`` semantics on every backend.
+
+    ``step(carry, x) -> (carry, y)`` with ``carry``, ``x`` and ``y`` flat
+    tuples of tensors (any shapes). Keras's TensorFlow ``ops.scan`` requires
+    ``y`` to have the carry's structure and shapes, which the LSTM loops do
+    not satisfy, so TensorFlow gets a small TensorArray loop here.
+    """
+    if backend.backend() != "tensorflow":
+        return ops.scan(step, init, xs, reverse=reverse)
+    import tensorflow as tf
+
+    n = xs[0].shape[0]
+    if n is None:
+        n = tf.shape(xs[0])[0]
+    xs_ta = [
+        tf.TensorArray(x.dtype, size=n, element_shape=x.shape[1:]).unstack(x)
+        for x in xs
+    ]
+    _, y_probe = step(init, tuple(x[0] for x in xs))
+    ys_ta = tuple(
+        tf.TensorArray(y.dtype, size=n, element_shape=y.shape) for y in y_probe
+    )
+
+    def body(i, carry, ys_ta):
+        t = n - 1 - i if reverse else i
+        new_carry, ys = step(carry, tuple(ta.read(t) for ta in xs_ta))
+        for new, old in zip(new_carry, carry):
+            new.set_shape(old.shape)  # e.g. a static batch size
+        carry = new_carry
+        return i + 1, carry, tuple(ta.write(t, y) for ta, y in zip(ys_ta, ys))
+
+    _, carry, ys_ta = tf.while_loop(
+        lambda i, *_: i < n,
+        body,
+        (0, tuple(init), ys_ta),
+        maximum_iterations=n,
+    )
+    return carry, tuple(ta.stack() for ta in ys_ta)
+
+
+def _time_major(x):
+    return ops.transpose(x, (1, 0, 2))
+
+
+def _lstm_forward(proj_tm, h0, c0, recurrent_kernel):
+    """Forward LSTM recurrence on time-major pre-projected inputs.
+
+    Args:
+        proj_tm: (T, B, 4H) input projections ``x @ W + b`` in Keras gate
+            order i, f, c(candidate), o.
+        h0, c0: (B, H) initial states.
+        recurrent_kernel: (H, 4H).
+
+    Returns:
+        ``(h_all, c_all, gates_all)``: (T, B, H), (T, B, H), (T, B, 4H) with
+        the gates already passed through their activations.
+    """
+    units = ops.shape(h0)[-1]
+
+    def step(carry, xs):
+        (h, c), (z_x,) = carry, xs
+        z = z_x + ops.matmul(h, recurrent_kernel)
+        ifo = ops.sigmoid(
+            ops.concatenate([z[:, : 2 * units], z[:, 3 * units :]], axis=-1)
+        )
+        i = ifo[:, :units]
+        f = ifo[:, units : 2 * units]
+        o = ifo[:, 2 * units :]
+        g = ops.tanh(z[:, 2 * units : 3 * units])
+        c = f * c + i * g
+        h = o * ops.tanh(c)
+        return (h, c), (h, c, ops.concatenate([i, f, g, o], axis=-1))
+
+    _, (h_all, c_all, gates_all) = scan(step, (h0, c0), (proj_tm,))
+    return h_all, c_all, gates_all
+
+
+def _lstm_backward(
+    h0, c0, recurrent_kernel, h_all, c_all, gates_all, dh_out, dh_t, dc_t
+):
+    """Reverse loop of the LSTM recurrence (see :func:`_lstm_forward`).
+
+    Returns ``(dz_all, dh0, dc0)``: the gradient with respect to the
+    pre-activation gates at every step (which is also the gradient of the
+    input projections) and of the initial states.
+    """
+    units = ops.shape(h0)[-1]
+    c_prev_all = ops.concatenate([c0[None], c_all[:-1]], axis=0)
+    rk_t = ops.transpose(recurrent_kernel)
+
+    def step(carry, inputs):
+        dh_next, dc_next = carry
+        dh_o, c, c_prev, gates = inputs
+        i = gates[:, :units]
+        f = gates[:, units : 2 * units]
+        g = gates[:, 2 * units : 3 * units]
+        o = gates[:, 3 * units :]
+        dh = dh_o + dh_next
+        tc = ops.tanh(c)
+        dc = dc_next + dh * o * (1.0 - tc * tc)
+        dz = ops.concatenate(
+            [
+                dc * g * i * (1.0 - i),
+                dc * c_prev * f * (1.0 - f),
+                dc * i * (1.0 - g * g),
+                dh * tc * o * (1.0 - o),
+            ],
+            axis=-1,
+        )
+        return (ops.matmul(dz, rk_t), dc * f), (dz,)
+
+    (dh0, dc0), (dz_all,) = scan(
+        step,
+        (dh_t, dc_t),
+        (dh_out, c_all, c_prev_all, gates_all),
+        reverse=True,
+    )
+    return dz_all, dh0, dc0
+
+
+@functools.cache
+def _compiled():
+    return compile_loop(_lstm_forward), compile_loop(_lstm_backward)
+
+
+def _zeros_if_none(g, like):
+    return ops.zeros_like(like) if g is None else g
+
+
+def lstm_recurrence(proj, h0, c0, recurrent_kernel):
+    """Runs the LSTM recurrence over pre-projected inputs.
+
+    Args:
+        proj: (B, T, 4H) ``x @ kernel + bias`` for the whole sequence, Keras
+            gate order (i, f, c, o).
+        h0, c0: (B, H) initial states.
+        recurrent_kernel: (H, 4H) tensor (already weight-dropped if the
+            caller uses DropConnect).
+
+    Returns:
+        ``(outputs, h_T, c_T)`` with ``outputs`` of shape (B, T, H).
+        Differentiable with respect to all four arguments.
+    """
+    forward, backward = _compiled()
+
+    @ops.custom_gradient
+    def _run(proj, h0, c0, recurrent_kernel):
+        # The compiled loops never see a gradient tape: the gradient is the
+        # hand-written one below (stop_gradient keeps TF from building a
+        # differentiable variant of the XLA function).
+        sg = ops.stop_gradient
+        proj_tm = _time_major(proj)
+        h_all, c_all, gates_all = forward(
+            sg(proj_tm), sg(h0), sg(c0), sg(recurrent_kernel)
+        )
+        outputs = _time_major(h_all)
+        h_t, c_t = h_all[-1], c_all[-1]
+
+        def grad(*args, upstream=None):
+            if upstream is None:
+                upstream = args[0] if len(args) == 1 else args
+            d_out, d_ht, d_ct = upstream
+            d_out = _zeros_if_none(d_out, outputs)
+            d_ht = _zeros_if_none(d_ht, h_t)
+            d_ct = _zeros_if_none(d_ct, c_t)
+            dz_all, dh0, dc0 = backward(
+                h0,
+                c0,
+                recurrent_kernel,
+                h_all,
+                c_all,
+                gates_all,
+                _time_major(d_out),
+                d_ht,
+                d_ct,
+            )
+            h_prev = ops.concatenate([h0[None], h_all[:-1]], axis=0)
+            n = ops.shape(h0)[-1]
+            d_rk = ops.matmul(
+                ops.transpose(ops.reshape(h_prev, (-1, n))),
+                ops.reshape(dz_all, (-1, 4 * n)),
+            )
+            return _time_major(dz_all), dh0, dc0, d_rk
+
+        return (outputs, h_t, c_t), grad
+
+    return _run(proj, h0, c0, recurrent_kernel)

@@ -1,0 +1,93 @@
+"""Embedding whose transpose is also the output layer (weight tying).
+
+Press & Wolf (2017), Inan et al. (2017); used by AWD-LSTM, MoS and DOC:
+``logits = h E^T + b`` with ``E`` the (vocab, dim) embedding matrix and a
+separate output bias ``b`` (initialised to zero).
+"""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_rnnlm")
+class TiedEmbedding(keras.layers.Embedding):
+    """An ``Embedding`` that can also be called in reverse as the decoder.
+
+    Called the usual way it looks token ids up; called with ``reverse=True``
+    on features of size ``output_dim`` it returns vocabulary logits
+    ``features @ embeddings^T + output_bias``. The same layer object is
+    called twice in the functional graph, so the matrix is shared and saved
+    once.
+
+    Args:
+        input_dim: vocabulary size.
+        output_dim: embedding size (the size of the features fed back in
+            reverse mode).
+        use_output_bias: add the decoder's own bias (default True).
+        output_bias_initializer: its initializer (default zeros).
+        **kwargs: every argument of ``keras.layers.Embedding``.
+
+    Call arguments:
+        inputs: int ids (embed) or float features (``reverse=True``).
+        reverse: decode instead of embed.
+
+    Example:
+
+    >>> emb = TiedEmbedding(100, 8)
+    >>> h = emb(np.array([[1, 2, 3]]))
+    >>> emb(h, reverse=True).shape
+    (1, 3, 100)
+    """
+
+    def __init__(
+        self,
+        input_dim,
+        output_dim,
+        use_output_bias=True,
+        output_bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(input_dim, output_dim, **kwargs)
+        self.use_output_bias = use_output_bias
+        self.output_bias_initializer = keras.initializers.get(
+            output_bias_initializer
+        )
+
+    def build(self, input_shape=None):
+        super().build(input_shape)
+        if self.use_output_bias:
+            self.output_bias = self.add_weight(
+                name="output_bias",
+                shape=(self.input_dim,),
+                initializer=self.output_bias_initializer,
+            )
+
+    def call(self, inputs, reverse=False):
+        if not reverse:
+            return super().call(inputs)
+        kernel = ops.cast(self.embeddings, inputs.dtype)
+        logits = ops.matmul(inputs, ops.transpose(kernel))
+        if self.use_output_bias:
+            logits = logits + ops.cast(self.output_bias, logits.dtype)
+        return logits
+
+    def compute_output_spec(self, inputs, reverse=False):
+        if not reverse:
+            return super().compute_output_spec(inputs)
+        shape = (*inputs.shape[:-1], self.input_dim)
+        return keras.KerasTensor(shape, dtype=self.compute_dtype)
+
+    def compute_output_shape(self, input_shape, reverse=False):
+        if not reverse:
+            return super().compute_output_shape(input_shape)
+        return (*input_shape[:-1], self.input_dim)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            use_output_bias=self.use_output_bias,
+            output_bias_initializer=keras.initializers.serialize(
+                self.output_bias_initializer
+            ),
+        )
+        return config

@@ -1,0 +1,281 @@
+"""The one trainer: ``model.fit`` on a stateful token stream + callbacks.
+
+Every model family of the package trains through :func:`train`; what
+differs between papers is the model config (layers, head), the callbacks
+(schedules, averaging) and, later, model losses (AR/TAR) -- never the loop.
+"""
+
+import json
+import math
+import os
+
+import keras
+
+from keras_rnnlm.callbacks import BestCheckpoint
+from keras_rnnlm.callbacks import LearningCurve
+from keras_rnnlm.callbacks import NaNGuard
+from keras_rnnlm.callbacks import ResetStates
+from keras_rnnlm.callbacks import RunMetadata
+from keras_rnnlm.callbacks import TrainingCheckpoint
+from keras_rnnlm.callbacks import TrainingDivergedError
+from keras_rnnlm.callbacks import Validation
+from keras_rnnlm.callbacks import make_lr_schedule
+from keras_rnnlm.callbacks.checkpoint import atomic_write_text
+from keras_rnnlm.config import ConfigError
+from keras_rnnlm.data import Vocabulary
+from keras_rnnlm.data import load_corpus
+from keras_rnnlm.data.streams import LMSequence
+from keras_rnnlm.evaluation import Evaluator
+from keras_rnnlm.models import build_language_model
+from keras_rnnlm.models import validate_model_config
+from keras_rnnlm.training.metrics import lm_metrics
+
+OPTIMIZERS = ("sgd", "adam")
+
+
+def make_optimizer(train_config):
+    """SGD or Adam with global-norm clipping and L2 weight decay.
+
+    For plain SGD, Keras's ``weight_decay`` (``w -= lr * wd * w`` after the
+    clipped gradient step) is exactly PyTorch's coupled L2 in
+    ``torch.optim.SGD`` as used by the reference code (clipping sees the
+    loss gradient only in both).
+    """
+    kw = {"learning_rate": train_config.learning_rate}
+    if train_config.clipnorm:
+        kw["global_clipnorm"] = train_config.clipnorm
+    if train_config.weight_decay:
+        kw["weight_decay"] = train_config.weight_decay
+    if train_config.optimizer == "sgd":
+        return keras.optimizers.SGD(**kw)
+    if train_config.optimizer == "adam":
+        return keras.optimizers.Adam(**kw)
+    raise ConfigError(
+        f"train.optimizer must be one of {OPTIMIZERS}, got "
+        f"{train_config.optimizer!r}"
+    )
+
+
+def compile_model(model, train_config, char_level=False):
+    """Compiles with the package's loss and exact token metrics."""
+    model.compile(
+        optimizer=make_optimizer(train_config),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        weighted_metrics=lm_metrics(char_level),
+        jit_compile=train_config.jit_compile,
+    )
+    return model
+
+
+def prepare_run(config):
+    """Loads the corpus and builds the compiled training model."""
+    validate_model_config(config.model)
+    keras.config.set_dtype_policy(config.train.dtype_policy)
+    keras.utils.set_random_seed(config.train.seed)
+    d = config.data
+    corpus = load_corpus(
+        d.corpus, data_dir=d.data_dir, level=d.level, max_tokens=d.max_tokens
+    )
+    model = build_language_model(
+        config.model, len(corpus.vocab), d.batch_size, seed=config.train.seed
+    )
+    compile_model(model, config.train, corpus.is_char_level)
+    return corpus, model
+
+
+def _evaluator_factory(config, corpus, batch_size):
+    d = config.data
+
+    def factory():
+        return Evaluator(
+            config.model,
+            len(corpus.vocab),
+            batch_size,
+            d.eval_bptt or d.bptt,
+            char_level=corpus.is_char_level,
+            jit_compile=config.train.jit_compile,
+        )
+
+    return factory
+
+
+def train(config, callbacks=(), resume=True):
+    """Trains ``config`` and evaluates the best checkpoint.
+
+    Writes into ``config.train.out_dir``: ``config.json``, ``vocab.json``,
+    ``run.json`` (metadata), ``log.csv``, TensorBoard logs,
+    ``learning_curve.png``, ``best.weights.h5``, ``checkpoint/`` (resume),
+    ``model.keras`` (the best weights in a stateless model) and
+    ``results.json`` (valid/test of the best checkpoint).
+
+    Args:
+        config: a :class:`~keras_rnnlm.config.RunConfig`.
+        callbacks: extra Keras callbacks (run after the package's ones,
+            before the checkpoint); :class:`StatefulCallback` states are
+            saved for resume.
+        resume: continue from ``out_dir/checkpoint`` if it exists (a run
+            killed at any point loses at most the epoch in progress).
+
+    Returns:
+        The results dict (also in ``results.json``).
+    """
+    out = config.train.out_dir
+    os.makedirs(out, exist_ok=True)
+    corpus, model = prepare_run(config)
+    atomic_write_text(os.path.join(out, "config.json"), config.to_json())
+    corpus.vocab.save(os.path.join(out, "vocab.json"))
+
+    d = config.data
+    stream = LMSequence(
+        corpus.train,
+        d.batch_size,
+        d.bptt,
+        variable=d.variable_bptt,
+        seed=config.train.seed,
+        pad_to=None if d.variable_bptt else d.bptt,
+    )
+    schedule = make_lr_schedule(
+        config.train.lr_schedule, config.train.learning_rate
+    )
+    best = BestCheckpoint(out)
+    nan_guard = NaNGuard()
+    user = list(callbacks)
+    checkpoint = TrainingCheckpoint(
+        out, callbacks=[schedule, best, *user], stream=stream
+    )
+    initial_epoch = checkpoint.restore(model) if resume else 0
+    if initial_epoch:
+        print(f"Resuming {out} at epoch {initial_epoch + 1}")
+    cbs = [
+        RunMetadata(out, config.to_dict(), {"resumed_at": initial_epoch}),
+        ResetStates(),
+        nan_guard,
+        Validation(
+            _evaluator_factory(
+                config, corpus, d.eval_batch_size or d.batch_size
+            ),
+            corpus.valid,
+        ),
+        schedule,
+        best,
+        keras.callbacks.CSVLogger(os.path.join(out, "log.csv"), append=True),
+        *_tensorboard(config, out),
+        *user,
+        LearningCurve(out, checkpoint),
+        checkpoint,
+        keras.callbacks.ProgbarLogger(),
+    ]
+    if initial_epoch < config.train.epochs:
+        model.fit(
+            stream,
+            epochs=config.train.epochs,
+            initial_epoch=initial_epoch,
+            callbacks=cbs,
+            shuffle=False,
+            verbose=config.train.verbose,
+        )
+    if nan_guard.diverged_at is not None:
+        epoch, batch, loss = nan_guard.diverged_at
+        raise TrainingDivergedError(
+            f"Loss became {loss} at epoch {epoch + 1}, batch {batch}. The "
+            f"last good checkpoint is kept in {checkpoint.directory} and the "
+            f"best weights in {best.path}; lower train.learning_rate or "
+            "train.clipnorm and resume."
+        )
+    return evaluate_run(out, config=config, corpus=corpus)
+
+
+def _tensorboard(config, out):
+    if not config.train.tensorboard:
+        return []
+    try:
+        import tensorflow  # noqa: F401
+    except ImportError:
+        return []
+    return [keras.callbacks.TensorBoard(os.path.join(out, "tensorboard"))]
+
+
+def load_run(run_dir):
+    """Reads a run's config and vocabulary."""
+    from keras_rnnlm.config import load_config
+
+    config = load_config(os.path.join(run_dir, "config.json"))
+    vocab = Vocabulary.load(os.path.join(run_dir, "vocab.json"))
+    return config, vocab
+
+
+def evaluate_run(
+    run_dir,
+    splits=("valid", "test"),
+    batch_sizes=None,
+    bptt=None,
+    weights=None,
+    config=None,
+    corpus=None,
+    write=True,
+):
+    """Evaluates a run's best (or given) weights on its corpus splits.
+
+    Args:
+        run_dir: the run directory.
+        splits: split names.
+        batch_sizes: dict split -> batch size (default: the run's
+            ``eval_batch_size`` for valid, ``test_batch_size`` for test).
+        bptt: evaluation window (default: the run's).
+        weights: a ``.weights.h5`` file (default: ``best.weights.h5``).
+        write: write ``results.json`` and ``model.keras``.
+    """
+    if config is None:
+        config, vocab = load_run(run_dir)
+    else:
+        vocab = None
+    d = config.data
+    if corpus is None:
+        corpus = load_corpus(
+            d.corpus,
+            data_dir=d.data_dir,
+            level=d.level,
+            vocab=vocab,
+            max_tokens=d.max_tokens,
+        )
+    weights = weights or os.path.join(run_dir, "best.weights.h5")
+    if not os.path.exists(weights):
+        raise FileNotFoundError(
+            f"No weights at {weights}: the run has not finished an epoch"
+        )
+    defaults = {
+        "train": d.batch_size,
+        "valid": d.eval_batch_size or d.batch_size,
+        "test": d.test_batch_size,
+    }
+    batch_sizes = {**defaults, **(batch_sizes or {})}
+    results = {"weights": weights}
+    for split in splits:
+        ev = Evaluator(
+            config.model,
+            len(corpus.vocab),
+            batch_sizes[split],
+            bptt or d.eval_bptt or d.bptt,
+            char_level=corpus.is_char_level,
+            jit_compile=config.train.jit_compile,
+        )
+        ev.load_weights(weights)
+        r = ev.evaluate(corpus.split(split))
+        results[split] = {**r, "batch_size": batch_sizes[split]}
+        line = f"{split}: ppl {r['ppl']:.2f}"
+        if "bpc" in r:
+            line += f", bpc {r['bpc']:.4f}"
+        print(f"{line} ({r['tokens']} tokens, batch {batch_sizes[split]})")
+    if write:
+        atomic_write_text(
+            os.path.join(run_dir, "results.json"),
+            json.dumps(results, indent=2),
+        )
+        stateless = build_language_model(
+            config.model, len(corpus.vocab), None, stateful=False
+        )
+        stateless.load_weights(weights)
+        stateless.save(os.path.join(run_dir, "model.keras"))
+    return results
+
+
