@@ -226,7 +226,7 @@ def load_config(path):
         with open(path) as f:
             d = json.load(f)
     except json.JSONDecodeError as e:
-        raise ConfigError(f"Config file {path} is not valid JSON: {e}")
+        raise ConfigError(f"Config file {path} is not valid JSON: {e}") from e
     return RunConfig.from_dict(d)
 
 

@@ -53,9 +53,7 @@ class BestCheckpoint(StatefulCallback):
             os.replace(tmp, self.path)
             atomic_write_text(
                 os.path.join(self.directory, "best.json"),
-                json.dumps(
-                    {"epoch": epoch, self.monitor: self.best}, indent=2
-                ),
+                json.dumps({"epoch": epoch, self.monitor: self.best}, indent=2),
             )
 
 

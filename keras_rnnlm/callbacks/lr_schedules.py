@@ -173,4 +173,4 @@ def make_lr_schedule(spec, initial_lr):
     try:
         return SCHEDULES[name](initial_lr, **spec)
     except TypeError as e:
-        raise ValueError(f"Bad parameters for lr_schedule {name!r}: {e}")
+        raise ValueError(f"Bad parameters for lr_schedule {name!r}: {e}") from e

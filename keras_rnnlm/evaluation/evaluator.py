@@ -15,10 +15,15 @@ import math
 import keras
 
 from keras_rnnlm.data.streams import LMSequence
+from keras_rnnlm.metrics import lm_metrics
 from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.builder import copy_weights
 from keras_rnnlm.models.builder import reset_states
-from keras_rnnlm.training.metrics import lm_metrics
+
+
+def safe_exp(x):
+    """exp that returns inf instead of raising on overflow."""
+    return math.exp(x) if x < 709.0 else float("inf")
 
 
 class Evaluator:
@@ -77,7 +82,7 @@ class Evaluator:
         reset_states(self.model)
         result = {
             "nll": float(logs["nll"]),
-            "ppl": float(math.exp(logs["nll"])),
+            "ppl": safe_exp(float(logs["nll"])),
             "tokens": int(stream.num_tokens),
         }
         if self.char_level:

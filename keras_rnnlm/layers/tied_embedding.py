@@ -5,6 +5,8 @@ Press & Wolf (2017), Inan et al. (2017); used by AWD-LSTM, MoS and DOC:
 separate output bias ``b`` (initialised to zero).
 """
 
+import copy
+
 import keras
 from keras import ops
 
@@ -61,6 +63,15 @@ class TiedEmbedding(keras.layers.Embedding):
                 shape=(self.input_dim,),
                 initializer=self.output_bias_initializer,
             )
+
+    @property
+    def variable_serialization_spec(self):
+        # Embedding saves only the variables its spec names: add the bias.
+        spec = copy.deepcopy(super().variable_serialization_spec)
+        if self.use_output_bias:
+            for names in spec.values():
+                names.append("output_bias")
+        return spec
 
     def call(self, inputs, reverse=False):
         if not reverse:

@@ -108,12 +108,12 @@ def build_language_model(
             if init
             else {}
         )
-        logits = keras.layers.Dense(
-            vocab_size, name="decoder", **head_kwargs
-        )(x)
-    logits = keras.layers.Activation(
-        "linear", dtype="float32", name="logits"
-    )(logits)
+        logits = keras.layers.Dense(vocab_size, name="decoder", **head_kwargs)(
+            x
+        )
+    logits = keras.layers.Activation("linear", dtype="float32", name="logits")(
+        logits
+    )
     return keras.Model(tokens, logits, name=name)
 
 

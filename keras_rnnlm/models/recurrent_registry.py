@@ -42,6 +42,10 @@ def _inits(initializer):
 
 def _keras_rnn(layer_cls, **fixed):
     def factory(units, *, stateful, initializer=None, name=None, **kw):
+        if initializer is not None and issubclass(layer_cls, keras.layers.LSTM):
+            # A uniform init covers the biases too (Zaremba et al.): no
+            # forget-gate bias of 1 unless asked for.
+            kw.setdefault("unit_forget_bias", False)
         return layer_cls(
             units,
             return_sequences=True,

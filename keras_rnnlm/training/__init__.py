@@ -1,8 +1,8 @@
 """The trainer (model.fit + callbacks), optimizers and metrics."""
 
-from keras_rnnlm.training.metrics import BitsPerCharacter
-from keras_rnnlm.training.metrics import Perplexity
-from keras_rnnlm.training.metrics import TokenNLL
+from keras_rnnlm.metrics import BitsPerCharacter
+from keras_rnnlm.metrics import Perplexity
+from keras_rnnlm.metrics import TokenNLL
 from keras_rnnlm.training.trainer import compile_model
 from keras_rnnlm.training.trainer import evaluate_run
 from keras_rnnlm.training.trainer import load_run

@@ -6,7 +6,6 @@ differs between papers is the model config (layers, head), the callbacks
 """
 
 import json
-import math
 import os
 
 import keras
@@ -26,9 +25,9 @@ from keras_rnnlm.data import Vocabulary
 from keras_rnnlm.data import load_corpus
 from keras_rnnlm.data.streams import LMSequence
 from keras_rnnlm.evaluation import Evaluator
+from keras_rnnlm.metrics import lm_metrics
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import validate_model_config
-from keras_rnnlm.training.metrics import lm_metrics
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -277,5 +276,3 @@ def evaluate_run(
         stateless.load_weights(weights)
         stateless.save(os.path.join(run_dir, "model.keras"))
     return results
-
-

@@ -1,0 +1,103 @@
+"""The ``keras-rnnlm`` command line.
+
+keras-rnnlm train RECIPE.py [--preset NAME] [--set section.key=value]
+keras-rnnlm train --config run.json [--set ...]
+keras-rnnlm evaluate RUN_DIR [--split test] [--batch-size 1] [--bptt 35]
+"""
+
+import argparse
+import json
+import sys
+
+from keras_rnnlm.config import ConfigError
+from keras_rnnlm.config import apply_overrides
+from keras_rnnlm.config import load_config
+
+
+def _train(args):
+    from keras_rnnlm.recipe import config_from_preset
+    from keras_rnnlm.recipe import load_recipe
+    from keras_rnnlm.training import train
+
+    overrides = list(args.overrides)
+    if args.data_dir:
+        overrides.append(f"data.data_dir={args.data_dir}")
+    if args.out:
+        overrides.append(f"train.out_dir={args.out}")
+    if args.config:
+        config = apply_overrides(load_config(args.config), overrides)
+    elif args.recipe:
+        module = load_recipe(args.recipe)
+        preset = args.preset or getattr(module, "DEFAULT_PRESET", None)
+        config = config_from_preset(module.PRESETS, preset, overrides)
+    else:
+        raise ConfigError("train needs a RECIPE file or --config FILE")
+    if args.print_config:
+        print(config.to_json())
+        return 0
+    train(config, resume=not args.no_resume)
+    return 0
+
+
+def _evaluate(args):
+    from keras_rnnlm.training import evaluate_run
+
+    batch_sizes = {args.split: args.batch_size} if args.batch_size else None
+    results = evaluate_run(
+        args.run_dir,
+        splits=(args.split,),
+        batch_sizes=batch_sizes,
+        bptt=args.bptt,
+        weights=args.weights,
+        write=False,
+    )
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="keras-rnnlm", description="Recurrent language models, Keras 3"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="train a recipe preset or a config")
+    t.add_argument("recipe", nargs="?", help="recipe file (recipes/*.py)")
+    t.add_argument("--preset", "--size", dest="preset")
+    t.add_argument("--config", help="a config.json (e.g. of an earlier run)")
+    t.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+    )
+    t.add_argument("--out", help="run directory")
+    t.add_argument("--data-dir", help="corpus root")
+    t.add_argument("--no-resume", action="store_true")
+    t.add_argument("--print-config", action="store_true")
+    t.set_defaults(func=_train)
+
+    e = sub.add_parser("evaluate", help="evaluate a run's checkpoint")
+    e.add_argument("run_dir")
+    e.add_argument(
+        "--split", default="test", choices=["train", "valid", "test"]
+    )
+    e.add_argument("--batch-size", type=int)
+    e.add_argument("--bptt", type=int)
+    e.add_argument("--weights", help="weights file (default best.weights.h5)")
+    e.set_defaults(func=_evaluate)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as e:
+        print(f"keras-rnnlm: config error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""Tests of corpus reading (`load_corpus`)."""
+
+import dataclasses
+import time
+
+import numpy as np
+import pytest
+
+from keras_rnnlm.data import CORPORA
+from keras_rnnlm.data import CorpusNotFoundError
+from keras_rnnlm.data import EmptyCorpusError
+from keras_rnnlm.data import UnknownCorpusError
+from keras_rnnlm.data import Vocabulary
+from keras_rnnlm.data import load_corpus
+from keras_rnnlm.data import registry
+from keras_rnnlm.data import tokenize_line
+
+
+def _write(directory, **splits):
+    directory.mkdir(parents=True, exist_ok=True)
+    for split, text in splits.items():
+        (directory / split).write_text(text, encoding="utf-8", newline="")
+    return directory
+
+
+def _decode(corpus, split):
+    return corpus.vocab.decode(corpus.split(split))
+
+
+def test_tokenize_line():
+    assert tokenize_line(" a b  c \n", "word") == ["a", "b", "c"]
+    assert tokenize_line("a _ b \n", "char", "spaced") == ["a", "_", "b"]
+    assert tokenize_line("a b\n", "char", "raw") == ["a", " ", "b"]
+    with pytest.raises(ValueError):
+        tokenize_line("a", "char")
+
+
+def test_word_directory_corpus(tmp_path):
+    root = _write(
+        tmp_path / "c",
+        **{
+            "train.txt": " the cat \n\n \n the dog sat \n",
+            "valid.txt": "the zebra\n",
+            "test.txt": "a cat",  # no final newline: still one line
+        },
+    )
+    corpus = load_corpus(root)
+    eos = ["<eos>"]
+    assert _decode(corpus, "train") == (
+        ["the", "cat"] + eos + eos + eos + ["the", "dog", "sat"] + eos
+    )
+    assert corpus.vocab.tokens == ["the", "cat", "<eos>", "dog", "sat", "<unk>"]
+    assert _decode(corpus, "valid") == ["the", "<unk>", "<eos>"]
+    assert _decode(corpus, "test") == ["<unk>", "cat", "<eos>"]
+    assert corpus.train.dtype == np.int32 and corpus.train.ndim == 1
+    assert corpus.level == "word" and not corpus.is_char_level
+    assert corpus.meta["num_tokens"] == {"train": 9, "valid": 3, "test": 3}
+    assert corpus.meta["num_unk"]["valid"] == 1
+    assert corpus.meta["source"] == "directory"
+    assert len(corpus.meta["sha256"]["train"]) == 64
+    with pytest.raises(KeyError, match="dev"):
+        corpus.split("dev")
+
+
+def test_trailing_whitespace_after_last_newline(tmp_path):
+    root = _write(
+        tmp_path / "c",
+        **{"train.txt": "a b \n c \n ", "valid.txt": "", "test.txt": "\n"},
+    )
+    corpus = load_corpus(root)
+    assert _decode(corpus, "train") == ["a", "b", "<eos>", "c", "<eos>"]
+    assert _decode(corpus, "valid") == []
+    assert _decode(corpus, "test") == ["<eos>"]
+
+
+def test_wiki_tokens_names_and_vocab_reuse(tmp_path):
+    root = _write(
+        tmp_path / "w",
+        **{
+            "wiki.train.tokens": " = T = \n\n x y \n",
+            "wiki.valid.tokens": " x \n",
+            "wiki.test.tokens": " z \n",
+        },
+    )
+    vocab = Vocabulary(["x", "<eos>", "<unk>"])
+    corpus = load_corpus(root, vocab=vocab)
+    assert corpus.vocab is vocab
+    assert _decode(corpus, "train") == [
+        "<unk>", "<unk>", "<unk>", "<eos>", "<eos>", "x", "<unk>", "<eos>"
+    ]  # fmt: skip
+    assert _decode(corpus, "test") == ["<unk>", "<eos>"]
+
+
+def test_char_directory_corpus(tmp_path):
+    root = _write(
+        tmp_path / "c",
+        **{"train.txt": "ab a\n\nb\n", "valid.txt": "ba\n", "test.txt": "a\n"},
+    )
+    corpus = load_corpus(root, level="char")
+    assert corpus.is_char_level
+    assert _decode(corpus, "train") == [
+        "a", "b", " ", "a", "<eos>", "<eos>", "b", "<eos>"
+    ]  # fmt: skip
+    # Closed alphabet: no <unk> needed, none added.
+    assert corpus.vocab.tokens == ["a", "b", " ", "<eos>"]
+    assert corpus.vocab.unk_id is None
+
+
+def test_char_corpus_unicode_and_unseen_symbols(tmp_path):
+    root = _write(
+        tmp_path / "c",
+        **{"train.txt": "héé\n", "valid.txt": "hé€\n", "test.txt": "h"},
+    )
+    corpus = load_corpus(root, level="char")
+    assert corpus.vocab.tokens == ["h", "é", "<eos>", "<unk>"]
+    assert _decode(corpus, "valid") == ["h", "é", "<unk>", "<eos>"]
+    assert _decode(corpus, "test") == ["h", "<eos>"]
+
+
+def test_max_tokens(tmp_path):
+    root = _write(
+        tmp_path / "c",
+        **{"train.txt": "a b c d\n", "valid.txt": "a b\n", "test.txt": "e\n"},
+    )
+    corpus = load_corpus(root, max_tokens=3)
+    assert _decode(corpus, "train") == ["a", "b", "c"]
+    assert _decode(corpus, "valid") == ["a", "b", "<eos>"]
+    assert _decode(corpus, "test") == ["<unk>", "<eos>"]
+    assert len(corpus.vocab) == 6  # from the full training split
+    assert corpus.meta["num_tokens_full"]["train"] == 5
+    with pytest.raises(ValueError):
+        load_corpus(root, max_tokens=0)
+
+
+def test_empty_training_file(tmp_path):
+    root = _write(
+        tmp_path / "c",
+        **{"train.txt": "", "valid.txt": "a\n", "test.txt": "a\n"},
+    )
+    with pytest.raises(EmptyCorpusError, match="train"):
+        load_corpus(root)
+    _write(root, **{"train.txt": " \n\n"})
+    with pytest.raises(EmptyCorpusError):
+        load_corpus(root)
+
+
+def test_missing_split_file(tmp_path):
+    root = _write(tmp_path / "c", **{"train.txt": "a\n", "test.txt": "a\n"})
+    with pytest.raises(CorpusNotFoundError, match="valid"):
+        load_corpus(root)
+
+
+def test_bad_names(tmp_path):
+    with pytest.raises(UnknownCorpusError, match="ptb"):
+        load_corpus("penn")
+    with pytest.raises(CorpusNotFoundError):
+        load_corpus(str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="word"):
+        load_corpus("ptb", level="char", download=False)
+
+
+@pytest.fixture
+def small_text8(tmp_path, monkeypatch, isolated_env):
+    """text8 registry entry without the 1e8-byte size, and a 1,000-char file."""
+    remote = dataclasses.replace(CORPORA["text8"].files["train"], size=None)
+    spec = dataclasses.replace(
+        CORPORA["text8"], files={s: remote for s in ("train", "valid", "test")}
+    )
+    monkeypatch.setitem(registry.CORPORA, "text8", spec)
+    rng = np.random.default_rng(0)
+    letters = np.array(list(" abcdefghijklmnopqrstuvwxyz"))
+    text = "".join(rng.choice(letters, size=1000))
+    (tmp_path / "text8").mkdir()
+    (tmp_path / "text8" / "text8").write_text(text)
+    return tmp_path, text
+
+
+def test_text8_proportional_split(small_text8):
+    root, text = small_text8
+    corpus = load_corpus("text8", data_dir=root, download=False)
+    assert corpus.is_char_level
+    assert corpus.meta["split_rule"] == "text8"
+    assert [len(corpus.split(s)) for s in ("train", "valid", "test")] == [
+        900,
+        50,
+        50,
+    ]
+    assert "".join(_decode(corpus, "train")) == text[:900]
+    assert "".join(_decode(corpus, "valid")) == text[900:950]
+    assert "".join(_decode(corpus, "test")) == text[950:]
+    assert "<eos>" not in corpus.vocab
+    assert len(corpus.vocab) == len(set(text[:900])) + (
+        0 if set(text[900:]) <= set(text[:900]) else 1
+    )
+
+
+# --- real corpora ---------------------------------------------------------
+
+EXPECTED = {
+    "ptb": ((929_589, 73_760, 82_430), 10_000),
+    "ptb_char": ((5_017_482, 393_042, 442_423), 50),
+    "wikitext2": ((2_088_628, 217_646, 245_569), 33_278),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_real_corpus_counts(name, data_root, require_corpus):
+    spec = CORPORA[name]
+    require_corpus(
+        data_root, spec.subdir, [f.name for f in spec.files.values()]
+    )
+    start = time.perf_counter()
+    corpus = load_corpus(name, data_dir=data_root, download=False)
+    elapsed = time.perf_counter() - start
+    counts, vocab_size = EXPECTED[name]
+    assert tuple(len(corpus.split(s)) for s in ("train", "valid", "test")) == (
+        counts
+    )
+    assert len(corpus.vocab) == vocab_size
+    assert corpus.vocab.eos_id is not None
+    for split in ("train", "valid", "test"):
+        ids = corpus.split(split)
+        assert ids.dtype == np.int32
+        assert 0 <= ids.min() and ids.max() < vocab_size
+        assert corpus.meta["sha256"][split] == spec.files[split].sha256
+    if name == "ptb":
+        # Same first-seen ids as pytorch/examples and awd-lstm-lm.
+        assert corpus.vocab.tokens[:3] == ["aer", "banknote", "berlitz"]
+        assert corpus.vocab.id_to_token(int(corpus.train[-1])) == "<eos>"
+        assert elapsed < 4.0  # about 0.4 s on an idle core
+    if name == "ptb_char":
+        assert corpus.vocab.unk_id is None
+        assert "_" in corpus.vocab
+    if name == "wikitext2":
+        assert corpus.vocab.tokens[0] == "<eos>"  # the first line is blank

@@ -1,0 +1,124 @@
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_rnnlm.layers import LSTM
+
+
+def _pair(units=6, **kw):
+    fast = LSTM(units, return_sequences=True, return_state=True, **kw)
+    ref = keras.layers.LSTM(
+        units, return_sequences=True, return_state=True, **kw
+    )
+    fast.build((3, 7, 5))
+    ref.build((3, 7, 5))
+    ref.set_weights(fast.get_weights())
+    return fast, ref
+
+
+def _numpy_lstm(x, kernel, rkernel, bias):
+    """Independent float64 reference (Keras gate order i, f, c, o)."""
+    b, t, _ = x.shape
+    h = np.zeros((b, rkernel.shape[0]))
+    c = np.zeros_like(h)
+    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
+    out = []
+    for s in range(t):
+        z = x[:, s] @ kernel + h @ rkernel + bias
+        i, f, g, o = np.split(z, 4, axis=-1)
+        c = sig(f) * c + sig(i) * np.tanh(g)
+        h = sig(o) * np.tanh(c)
+        out.append(h)
+    return np.stack(out, 1), h, c
+
+
+def test_matches_numpy_reference():
+    x = np.random.default_rng(0).normal(size=(3, 7, 5)).astype("float32")
+    fast, _ = _pair()
+    out, h, c = fast(x)
+    k, rk, b = (w.astype("float64") for w in fast.get_weights())
+    ref_out, ref_h, ref_c = _numpy_lstm(x.astype("float64"), k, rk, b)
+    np.testing.assert_allclose(ops.convert_to_numpy(out), ref_out, atol=1e-5)
+    np.testing.assert_allclose(ops.convert_to_numpy(h), ref_h, atol=1e-5)
+    np.testing.assert_allclose(ops.convert_to_numpy(c), ref_c, atol=1e-5)
+
+
+def _grads(layer, x):
+    """Gradients of a loss using all outputs w.r.t. input and weights."""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        xt = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(xt)
+            o, h, c = layer(xt)
+            loss = tf.reduce_sum(o**2) + tf.reduce_sum(h) + 2 * tf.reduce_sum(c)
+        return [g.numpy() for g in tape.gradient(loss, [xt, *layer.weights])]
+    import jax
+
+    def f(weights, x):
+        o, h, c = layer.stateless_call(weights, [], x)[0]
+        return (o**2).sum() + h.sum() + 2 * c.sum()
+
+    gw, gx = jax.grad(f, argnums=(0, 1))([v.value for v in layer.weights], x)
+    return [np.asarray(gx), *[np.asarray(g) for g in gw]]
+
+
+def test_gradients_match_keras_lstm():
+    x = np.random.default_rng(1).normal(size=(3, 7, 5)).astype("float32")
+    fast, ref = _pair()
+    for g_fast, g_ref in zip(_grads(fast, x), _grads(ref, x)):
+        np.testing.assert_allclose(g_fast, g_ref, atol=2e-5, rtol=1e-4)
+
+
+def test_fallback_path_equal():
+    x = np.random.default_rng(2).normal(size=(3, 7, 5)).astype("float32")
+    fast, _ = _pair()
+    slow = LSTM(6, return_sequences=True, return_state=True, fused=False)
+    slow.build((3, 7, 5))
+    slow.set_weights(fast.get_weights())
+    for a, b in zip(fast(x), slow(x)):
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(a), ops.convert_to_numpy(b), atol=1e-6
+        )
+
+
+def test_stateful_carries_state():
+    x = np.random.default_rng(3).normal(size=(2, 6, 4)).astype("float32")
+    layer = LSTM(5, return_sequences=True, stateful=True)
+    whole = keras.layers.LSTM(5, return_sequences=True)
+    layer.build((2, 6, 4))
+    whole.build((2, 6, 4))
+    whole.set_weights(layer.get_weights())
+    halves = np.concatenate(
+        [
+            ops.convert_to_numpy(layer(x[:, :3])),
+            ops.convert_to_numpy(layer(x[:, 3:])),
+        ],
+        axis=1,
+    )
+    np.testing.assert_allclose(
+        halves, ops.convert_to_numpy(whole(x)), atol=1e-6
+    )
+    layer.reset_state()
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(layer(x[:, :3])), halves[:, :3], atol=1e-6
+    )
+
+
+def test_config_round_trip():
+    layer = LSTM(4, fused=False, return_sequences=True)
+    config = layer.get_config()
+    assert config["fused"] is False
+    clone = LSTM.from_config(config)
+    assert clone.fused is False and clone.units == 4
+    restored = keras.saving.deserialize_keras_object(
+        keras.saving.serialize_keras_object(layer)
+    )
+    assert isinstance(restored, LSTM)
+
+
+def test_bad_fused_value():
+    with pytest.raises(ValueError, match="fused"):
+        LSTM(4, fused="yes")

@@ -1,0 +1,96 @@
+import dataclasses
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_rnnlm.config import ConfigError
+from keras_rnnlm.config import ModelConfig
+from keras_rnnlm.models import build_language_model
+from keras_rnnlm.models import copy_weights
+from keras_rnnlm.models import recurrent_layer_names
+from keras_rnnlm.models import reset_states
+
+
+def test_shapes_and_param_count_small():
+    cfg = ModelConfig(embedding_dim=200, hidden_sizes=[200, 200])
+    model = build_language_model(cfg, 10000, batch_size=20)
+    out = model(np.zeros((20, 5), "int32"))
+    assert tuple(out.shape) == (20, 5, 10000)
+    # Zaremba small: 2M emb + 2 x 320.8K LSTM + 2.01M softmax = 4.65M
+    lstm = 4 * (200 * 200 + 200 * 200 + 200)
+    expect = 10000 * 200 + 2 * lstm + 200 * 10000 + 10000
+    assert model.count_params() == expect
+
+
+def test_tied_head_shares_embedding():
+    cfg = ModelConfig(embedding_dim=8, hidden_sizes=[12, 8], head="tied")
+    model = build_language_model(cfg, 50, batch_size=2)
+    names = [w.path for w in model.trainable_weights]
+    assert not any("decoder" in n for n in names)
+    assert model(np.zeros((2, 3), "int32")).shape == (2, 3, 50)
+
+
+def test_tied_head_size_mismatch_is_config_error():
+    cfg = ModelConfig(embedding_dim=8, hidden_sizes=[12, 10], head="tied")
+    with pytest.raises(ConfigError, match="embedding_dim"):
+        build_language_model(cfg, 50, batch_size=2)
+
+
+def test_unknown_cell_lists_known():
+    cfg = ModelConfig(cell="nope")
+    with pytest.raises(ValueError, match="lstm"):
+        build_language_model(cfg, 50, batch_size=2)
+    assert {"lstm", "gru", "keras_lstm"} <= set(recurrent_layer_names())
+
+
+def test_cell_class_accepted():
+    cfg = ModelConfig(
+        embedding_dim=4, hidden_sizes=[5], cell=keras.layers.GRUCell
+    )
+    model = build_language_model(cfg, 20, batch_size=2)
+    assert model(np.zeros((2, 3), "int32")).shape == (2, 3, 20)
+
+
+def test_copy_weights_across_batch_sizes_same_predictions():
+    cfg = ModelConfig(embedding_dim=8, hidden_sizes=[8, 8])
+    a = build_language_model(cfg, 30, batch_size=4, seed=1)
+    b = build_language_model(cfg, 30, batch_size=1, seed=2)
+    copy_weights(a, b)
+    x = np.random.default_rng(0).integers(0, 30, (4, 6)).astype("int32")
+    ya = ops.convert_to_numpy(a(x))
+    reset_states(b)
+    yb = ops.convert_to_numpy(b(x[2:3]))
+    np.testing.assert_allclose(ya[2:3], yb, atol=1e-5)
+
+
+def test_reset_states_and_state_carry():
+    cfg = ModelConfig(embedding_dim=8, hidden_sizes=[8])
+    model = build_language_model(cfg, 30, batch_size=2, seed=0)
+    x = np.ones((2, 4), "int32")
+    first = ops.convert_to_numpy(model(x))
+    second = ops.convert_to_numpy(model(x))
+    assert not np.allclose(first, second)  # state carried
+    reset_states(model)
+    np.testing.assert_allclose(ops.convert_to_numpy(model(x)), first, 1e-6)
+
+
+def test_keras_save_load_round_trip(tmp_path):
+    cfg = ModelConfig(embedding_dim=8, hidden_sizes=[8], head="tied")
+    model = build_language_model(cfg, 30, None, stateful=False, seed=0)
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    x = np.ones((3, 4), "int32")
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(model(x)), ops.convert_to_numpy(loaded(x)), 1e-6
+    )
+
+
+def test_init_range_uniform():
+    cfg = dataclasses.replace(ModelConfig(), init_range=0.05)
+    model = build_language_model(cfg, 100, batch_size=2, seed=0)
+    for w in model.trainable_weights:
+        v = ops.convert_to_numpy(w)
+        assert np.abs(v).max() <= 0.05 + 1e-7

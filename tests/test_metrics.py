@@ -1,0 +1,115 @@
+import math
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_rnnlm.config import ModelConfig
+from keras_rnnlm.evaluation import Evaluator
+from keras_rnnlm.metrics import BitsPerCharacter
+from keras_rnnlm.metrics import Perplexity
+from keras_rnnlm.metrics import TokenNLL
+
+
+def _log_softmax(z):
+    z = z - z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def test_token_weighted_not_batch_averaged():
+    rng = np.random.default_rng(0)
+    logits = [rng.normal(size=(2, 5, 7)), rng.normal(size=(2, 3, 7))]
+    labels = [rng.integers(0, 7, (2, 5)), rng.integers(0, 7, (2, 3))]
+    weights = [np.ones((2, 5)), np.array([[1, 1, 0], [1, 0, 0]], float)]
+    nll, ppl, bpc = TokenNLL(), Perplexity(), BitsPerCharacter()
+    total = count = 0.0
+    for z, y, w in zip(logits, labels, weights):
+        for m in (nll, ppl, bpc):
+            m.update_state(y, z.astype("float32"), sample_weight=w)
+        lp = _log_softmax(z)
+        tok = -np.take_along_axis(lp, y[..., None], -1)[..., 0]
+        total += (tok * w).sum()
+        count += w.sum()
+    expect = total / count
+    assert math.isclose(float(nll.result()), expect, rel_tol=1e-6)
+    assert math.isclose(float(ppl.result()), math.exp(expect), rel_tol=1e-5)
+    assert math.isclose(float(bpc.result()), expect / math.log(2), rel_tol=1e-6)
+    nll.reset_state()
+    assert float(nll.result()) == 0.0
+
+
+def test_evaluation_independent_of_batch_size_and_bptt():
+    """A context-free model (no recurrence effect: zero recurrent kernel,
+    so p(next | prefix) depends on the current token only) must give the
+    same exact perplexity whatever the batch size or window, on a stream
+    whose length every configuration splits without a remainder."""
+    cfg = ModelConfig(embedding_dim=6, hidden_sizes=[6], init_range=0.5)
+    ids = np.random.default_rng(0).integers(0, 20, 121).astype("int32")
+    results = []
+    # streams of 120 targets: batch 1 -> 120, batch 4 -> 4 x 29 ...
+    # Every configuration scores a different subset unless batch == 1, so
+    # compare batch 1 with several windows, and batch 4 / 8 with windows,
+    # each against the NumPy reference over its own scored positions.
+    for batch, bptt in ((1, 7), (1, 120), (1, 13), (4, 5), (4, 29), (8, 3)):
+        ev = Evaluator(cfg, 20, batch, bptt)
+        for layer in ev.model.layers:
+            if hasattr(layer, "cell"):
+                rk = layer.cell.recurrent_kernel
+                rk.assign(np.zeros(rk.shape, "float32"))
+        if not results:
+            ref_model = ev.model
+            ref_weights = [
+                w.numpy() if hasattr(w, "numpy") else w
+                for w in ref_model.get_weights()
+            ]
+        else:
+            ev.model.set_weights(
+                [w for w in ref_weights]
+                if len(ref_weights) == len(ev.model.get_weights())
+                and all(
+                    a.shape == b.shape
+                    for a, b in zip(ref_weights, ev.model.get_weights())
+                )
+                else _copy_trainable(ref_model, ev.model)
+            )
+        r = ev.evaluate(ids)
+        # reference: per-token NLL from a batch-1 stateless forward pass
+        length = (len(ids) // batch) * batch
+        streams = ids[:length].reshape(batch, -1)
+        logits = ops.convert_to_numpy(
+            _stateless(ref_model, cfg)(streams[:, :-1])
+        )
+        lp = _log_softmax(logits.astype("float64"))
+        tok = -np.take_along_axis(lp, streams[:, 1:, None], -1)[..., 0]
+        assert r["tokens"] == tok.size
+        assert math.isclose(r["nll"], tok.mean(), rel_tol=1e-5), (batch, bptt)
+        results.append((batch, r["nll"]))
+    batch1 = [nll for b, nll in results if b == 1]
+    assert max(batch1) - min(batch1) < 1e-5
+
+
+def _copy_trainable(src, dst):
+    from keras_rnnlm.models import copy_weights
+
+    copy_weights(src, dst)
+    return dst.get_weights()
+
+
+_cache = {}
+
+
+def _stateless(model, cfg):
+    from keras_rnnlm.models import build_language_model
+    from keras_rnnlm.models import copy_weights
+
+    m = build_language_model(cfg, 20, None, stateful=False)
+    copy_weights(model, m)
+    return m
+
+
+def test_perplexity_metric_serializable():
+    m = Perplexity()
+    clone = keras.saving.deserialize_keras_object(
+        keras.saving.serialize_keras_object(m)
+    )
+    assert isinstance(clone, Perplexity)
