@@ -54,14 +54,21 @@ def _grads(layer, x):
             tape.watch(xt)
             o, h, c = layer(xt)
             loss = tf.reduce_sum(o**2) + tf.reduce_sum(h) + 2 * tf.reduce_sum(c)
-        return [g.numpy() for g in tape.gradient(loss, [xt, *layer.weights])]
+        return [
+            g.numpy()
+            for g in tape.gradient(loss, [xt, *layer.trainable_variables])
+        ]
     import jax
 
+    fixed = [v.value for v in layer.non_trainable_variables]
+
     def f(weights, x):
-        o, h, c = layer.stateless_call(weights, [], x)[0]
+        o, h, c = layer.stateless_call(weights, fixed, x)[0]
         return (o**2).sum() + h.sum() + 2 * c.sum()
 
-    gw, gx = jax.grad(f, argnums=(0, 1))([v.value for v in layer.weights], x)
+    gw, gx = jax.grad(f, argnums=(0, 1))(
+        [v.value for v in layer.trainable_variables], x
+    )
     return [np.asarray(gx), *[np.asarray(g) for g in gw]]
 
 
