@@ -39,10 +39,10 @@ def test_token_weighted_not_batch_averaged():
 
 
 def test_evaluation_independent_of_batch_size_and_bptt():
-    """A context-free model (no recurrence effect: zero recurrent kernel,
-    so p(next | prefix) depends on the current token only) must give the
-    same exact perplexity whatever the batch size or window, on a stream
-    whose length every configuration splits without a remainder."""
+    """Streaming evaluation (windows, carried state, padded last window)
+    must equal one stateless pass over each whole stream, token-weighted,
+    for any batch size and window; for batch 1 the figure must not depend
+    on the window at all."""
     cfg = ModelConfig(embedding_dim=6, hidden_sizes=[6], init_range=0.5)
     ids = np.random.default_rng(0).integers(0, 20, 121).astype("int32")
     results = []
