@@ -14,7 +14,12 @@ from keras_rnnlm.config import apply_overrides
 from keras_rnnlm.config import load_config
 
 
-def _train(args):
+def run_train(args, presets=None, preset=None):
+    """Resolves the config from parsed ``train`` arguments and trains.
+
+    ``presets``/``preset`` come from a recipe (its own command line);
+    otherwise ``args.recipe`` or ``args.config`` names the source.
+    """
     from keras_rnnlm.recipe import config_from_preset
     from keras_rnnlm.recipe import load_recipe
     from keras_rnnlm.training import train
@@ -24,19 +29,49 @@ def _train(args):
         overrides.append(f"data.data_dir={args.data_dir}")
     if args.out:
         overrides.append(f"train.out_dir={args.out}")
-    if args.config:
+    if presets is None and getattr(args, "config", None):
         config = apply_overrides(load_config(args.config), overrides)
-    elif args.recipe:
-        module = load_recipe(args.recipe)
-        preset = args.preset or getattr(module, "DEFAULT_PRESET", None)
-        config = config_from_preset(module.PRESETS, preset, overrides)
     else:
-        raise ConfigError("train needs a RECIPE file or --config FILE")
+        if presets is None:
+            if not getattr(args, "recipe", None):
+                raise ConfigError("train needs a RECIPE file or --config FILE")
+            module = load_recipe(args.recipe)
+            presets = module.PRESETS
+            preset = args.preset or getattr(module, "DEFAULT_PRESET", None)
+        config = config_from_preset(presets, preset, overrides)
     if args.print_config:
         print(config.to_json())
         return 0
     train(config, resume=not args.no_resume)
     return 0
+
+
+def train_parser(parser):
+    """Adds the options shared by ``keras-rnnlm train`` and recipe files."""
+    parser.add_argument("--preset", "--size", dest="preset")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a config value (JSON), e.g. --set train.epochs=2",
+    )
+    parser.add_argument("--out", help="run directory (train.out_dir)")
+    parser.add_argument(
+        "--data-dir", help="corpus root (else $KERAS_RNNLM_DATA, cache)"
+    )
+    parser.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="start from scratch even if the run directory has a checkpoint",
+    )
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved config and exit",
+    )
+    return parser
 
 
 def _evaluate(args):
@@ -63,20 +98,9 @@ def build_parser():
 
     t = sub.add_parser("train", help="train a recipe preset or a config")
     t.add_argument("recipe", nargs="?", help="recipe file (recipes/*.py)")
-    t.add_argument("--preset", "--size", dest="preset")
     t.add_argument("--config", help="a config.json (e.g. of an earlier run)")
-    t.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-    )
-    t.add_argument("--out", help="run directory")
-    t.add_argument("--data-dir", help="corpus root")
-    t.add_argument("--no-resume", action="store_true")
-    t.add_argument("--print-config", action="store_true")
-    t.set_defaults(func=_train)
+    train_parser(t)
+    t.set_defaults(func=run_train)
 
     e = sub.add_parser("evaluate", help="evaluate a run's checkpoint")
     e.add_argument("run_dir")

@@ -72,9 +72,7 @@ def prepare_run(config):
     keras.config.set_dtype_policy(config.train.dtype_policy)
     keras.utils.set_random_seed(config.train.seed)
     d = config.data
-    corpus = load_corpus(
-        d.corpus, data_dir=d.data_dir, level=d.level, max_tokens=d.max_tokens
-    )
+    corpus = load_run_corpus(config)
     model = build_language_model(
         config.model, len(corpus.vocab), d.batch_size, seed=config.train.seed
     )
@@ -82,20 +80,28 @@ def prepare_run(config):
     return corpus, model
 
 
-def _evaluator_factory(config, corpus, batch_size):
+def load_run_corpus(config, vocab=None):
+    """The corpus of a run (``vocab``: reuse a saved vocabulary)."""
     d = config.data
+    return load_corpus(
+        d.corpus,
+        data_dir=d.data_dir,
+        level=d.level,
+        vocab=vocab,
+        max_tokens=d.max_tokens,
+    )
 
-    def factory():
-        return Evaluator(
-            config.model,
-            len(corpus.vocab),
-            batch_size,
-            d.eval_bptt or d.bptt,
-            char_level=corpus.is_char_level,
-            jit_compile=config.train.jit_compile,
-        )
 
-    return factory
+def make_evaluator(config, corpus, batch_size, bptt=None):
+    """The run's Evaluator for one batch size (and window)."""
+    return Evaluator(
+        config.model,
+        len(corpus.vocab),
+        batch_size,
+        bptt or config.data.eval_bptt or config.data.bptt,
+        char_level=corpus.is_char_level,
+        jit_compile=config.train.jit_compile,
+    )
 
 
 def train(config, callbacks=(), resume=True):
@@ -150,7 +156,7 @@ def train(config, callbacks=(), resume=True):
         ResetStates(),
         nan_guard,
         Validation(
-            _evaluator_factory(
+            lambda: make_evaluator(
                 config, corpus, d.eval_batch_size or d.batch_size
             ),
             corpus.valid,
@@ -230,13 +236,7 @@ def evaluate_run(
         vocab = None
     d = config.data
     if corpus is None:
-        corpus = load_corpus(
-            d.corpus,
-            data_dir=d.data_dir,
-            level=d.level,
-            vocab=vocab,
-            max_tokens=d.max_tokens,
-        )
+        corpus = load_run_corpus(config, vocab)
     weights = weights or os.path.join(run_dir, "best.weights.h5")
     if not os.path.exists(weights):
         raise FileNotFoundError(
@@ -250,14 +250,7 @@ def evaluate_run(
     batch_sizes = {**defaults, **(batch_sizes or {})}
     results = {"weights": weights}
     for split in splits:
-        ev = Evaluator(
-            config.model,
-            len(corpus.vocab),
-            batch_sizes[split],
-            bptt or d.eval_bptt or d.bptt,
-            char_level=corpus.is_char_level,
-            jit_compile=config.train.jit_compile,
-        )
+        ev = make_evaluator(config, corpus, batch_sizes[split], bptt)
         ev.load_weights(weights)
         r = ev.evaluate(corpus.split(split))
         results[split] = {**r, "batch_size": batch_sizes[split]}
