@@ -52,7 +52,11 @@ class ModelConfig:
     """Embedding -> recurrent stack -> output head.
 
     Attributes:
-        embedding_dim: word-embedding size.
+        embedding_dim: word-embedding size (ignored with
+            ``input_encoding="one_hot"``).
+        input_encoding: ``embedding`` (a learned embedding table) or
+            ``one_hot`` (the input is the one-hot vector of the token, as in
+            character-level models; no embedding parameters).
         hidden_sizes: one entry per recurrent layer.
         cell: recurrent layer name (see
             :func:`keras_rnnlm.models.recurrent_layer_names`).
@@ -65,6 +69,7 @@ class ModelConfig:
     """
 
     embedding_dim: int = 200
+    input_encoding: str = "embedding"
     hidden_sizes: list = dataclasses.field(default_factory=lambda: [200, 200])
     cell: str = "lstm"
     cell_kwargs: dict = dataclasses.field(default_factory=dict)

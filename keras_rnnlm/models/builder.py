@@ -9,10 +9,12 @@ inference graph for export.
 import keras
 
 from keras_rnnlm.config import ConfigError
+from keras_rnnlm.layers.one_hot import OneHot
 from keras_rnnlm.layers.tied_embedding import TiedEmbedding
 from keras_rnnlm.models.recurrent_registry import make_recurrent_layer
 
 HEADS = ("softmax", "tied")
+INPUT_ENCODINGS = ("embedding", "one_hot")
 
 
 def _initializer(init_range, seed, offset):
@@ -28,6 +30,16 @@ def validate_model_config(config):
     if config.head not in HEADS:
         raise ConfigError(
             f"model.head must be one of {HEADS}, got {config.head!r}"
+        )
+    if config.input_encoding not in INPUT_ENCODINGS:
+        raise ConfigError(
+            f"model.input_encoding must be one of {INPUT_ENCODINGS}, got "
+            f"{config.input_encoding!r}"
+        )
+    if config.input_encoding == "one_hot" and config.head == "tied":
+        raise ConfigError(
+            "A one-hot input has no embedding matrix to tie: use "
+            "model.head='softmax' with model.input_encoding='one_hot'"
         )
     if not config.hidden_sizes:
         raise ConfigError("model.hidden_sizes needs at least one layer")
@@ -69,7 +81,9 @@ def build_language_model(
     )
     init = _initializer(config.init_range, seed, 0)
     emb_kwargs = {"embeddings_initializer": init} if init else {}
-    if config.head == "tied":
+    if config.input_encoding == "one_hot":
+        embedding = OneHot(vocab_size, name="one_hot")
+    elif config.head == "tied":
         embedding = TiedEmbedding(
             vocab_size, config.embedding_dim, name="embedding", **emb_kwargs
         )
