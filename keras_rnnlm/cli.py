@@ -46,9 +46,17 @@ def run_train(args, presets=None, preset=None):
     return 0
 
 
-def train_parser(parser):
-    """Adds the options shared by ``keras-rnnlm train`` and recipe files."""
-    parser.add_argument("--preset", "--size", dest="preset")
+def train_parser(parser, preset_flags=None):
+    """Adds the options shared by ``keras-rnnlm train`` and recipe files.
+
+    ``preset_flags``: the spellings of the preset option (default
+    ``--preset`` and ``--size``).
+    """
+    parser.add_argument(
+        *(preset_flags or ("--preset", "--size")),
+        dest="preset",
+        help="preset name",
+    )
     parser.add_argument(
         "--set",
         dest="overrides",

@@ -38,16 +38,41 @@ def load_recipe(path):
     return module
 
 
-def main(presets, default, description=None, argv=None):
+def preset_name(**axes):
+    """The preset name of a combination of axis values (``cell-size``)."""
+    return "-".join(str(v) for v in axes.values())
+
+
+def main(presets, default, description=None, argv=None, axes=None):
     """Command line of a recipe file: ``keras-rnnlm train`` on its presets.
 
     Accepts every option of ``keras-rnnlm train`` (``--preset``/``--size``,
     ``--set``, ``--out``, ``--data-dir``, ``--no-resume``,
     ``--print-config``).
+
+    Args:
+        presets: preset name -> nested config dict.
+        default: the default preset name.
+        description: ``--help`` text (the recipe's docstring).
+        argv: arguments (default ``sys.argv[1:]``).
+        axes: optional ``{flag: (choices, default)}``: presets named by
+            several choices (e.g. ``{"cell": (...), "size": (...)}`` for
+            ``--cell mlstm --size paper`` -> preset ``mlstm-paper``, see
+            :func:`preset_name`); ``--preset NAME`` still selects a preset
+            by its full name.
     """
     from keras_rnnlm.cli import run_train
     from keras_rnnlm.cli import train_parser
 
-    parser = train_parser(argparse.ArgumentParser(description=description))
+    parser = argparse.ArgumentParser(
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    train_parser(parser, preset_flags=("--preset",) if axes else None)
+    for flag, (choices, value) in (axes or {}).items():
+        parser.add_argument(f"--{flag}", choices=choices, default=value)
     args = parser.parse_args(argv)
-    return run_train(args, presets, args.preset or default)
+    preset = args.preset
+    if preset is None and axes:
+        preset = preset_name(**{f: getattr(args, f) for f in axes})
+    return run_train(args, presets, preset or default)

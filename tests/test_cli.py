@@ -60,5 +60,26 @@ def test_zaremba_presets_match_paper():
     large = presets["large"]
     assert large["model"]["hidden_sizes"] == [1500, 1500]
     assert large["model"]["dropout"] == 0.65
-    assert large["train"]["clipnorm"] == 10.0
+    # Summed-over-time loss, lr 1, clip 10 == mean loss, lr 35, clip 10/35.
+    assert large["train"]["clipnorm"] == pytest.approx(10.0 / 35)
+    assert large["train"]["learning_rate"] == 35.0
     assert large["train"]["epochs"] == 55
+
+
+def test_mean_loss_reparametrisation_equals_summed_loss_update():
+    """lr * clip(g_sum, c) == (T * lr) * clip(g_mean, c / T) for SGD."""
+    import keras
+    import numpy as np
+
+    from keras_rnnlm.config import TrainConfig
+    from keras_rnnlm.training.trainer import make_optimizer
+
+    t = 20
+    g_mean = np.random.default_rng(0).normal(size=(5,)).astype("float32")
+    results = []
+    for lr, clip, g in ((1.0, 5.0, g_mean * t), (t * 1.0, 5.0 / t, g_mean)):
+        v = keras.Variable(np.zeros(5, "float32"))
+        opt = make_optimizer(TrainConfig(learning_rate=lr, clipnorm=clip))
+        opt.apply_gradients([(keras.ops.convert_to_tensor(g), v)])
+        results.append(keras.ops.convert_to_numpy(v))
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-5)

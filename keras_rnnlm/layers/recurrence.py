@@ -230,3 +230,118 @@ def lstm_recurrence(proj, h0, c0, recurrent_kernel):
         return (outputs, h_t, c_t), grad
 
     return _run(proj, h0, c0, recurrent_kernel)
+
+
+def _zeros_for_none(grads, likes):
+    return tuple(
+        ops.zeros_like(like) if g is None else g
+        for g, like in zip(grads, likes)
+    )
+
+
+def _scan_forward(step, xs_tm, states, weights):
+    """Forward loop saving every step's states; ``step(x, s, w) -> (y, s)``."""
+
+    def body(carry, inputs):
+        y, new = step(inputs[0], carry, weights)
+        return tuple(new), (y, *new)
+
+    _, (ys, *states_all) = scan(body, tuple(states), (xs_tm,))
+    return ys, tuple(states_all)
+
+
+def _scan_backward(step, xs_tm, states, weights, states_all, d_ys, d_last):
+    """Reverse loop: each step's vector-Jacobian product, recomputed.
+
+    TensorFlow only (a tape inside the compiled loop body): the per-step
+    forward is recomputed from the saved states, so nothing but the states
+    crosses the XLA boundary (TensorFlow's own while-loop gradient would
+    need TensorLists there, which XLA does not support).
+    """
+    import tensorflow as tf
+
+    prev_all = tuple(
+        ops.concatenate([s0[None], s[:-1]], axis=0)
+        for s0, s in zip(states, states_all)
+    )
+    n_states = len(states)
+
+    def body(carry, inputs):
+        d_states, d_weights = carry[:n_states], carry[n_states:]
+        x, dy, prev = inputs[0], inputs[1], inputs[2:]
+        with tf.GradientTape() as tape:
+            tape.watch([x, *prev, *weights])
+            y, new = step(x, tuple(prev), weights)
+        grads = tape.gradient(
+            [y, *new],
+            [x, *prev, *weights],
+            output_gradients=[dy, *d_states],
+        )
+        grads = _zeros_for_none(grads, (x, *prev, *weights))
+        dx, d_prev = grads[0], grads[1 : 1 + n_states]
+        d_w = grads[1 + n_states :]
+        new_dw = tuple(a + b for a, b in zip(d_weights, d_w))
+        return (*d_prev, *new_dw), (dx,)
+
+    init = (*d_last, *(ops.zeros_like(w) for w in weights))
+    carry, (dxs,) = scan(body, init, (xs_tm, d_ys, *prev_all), reverse=True)
+    return dxs, carry[:n_states], carry[n_states:]
+
+
+def make_fused_scan(step):
+    """A compiled, differentiable loop for a recurrent step function.
+
+    Args:
+        step: ``step(x_t, states, weights) -> (y_t, new_states)`` written
+            with ``keras.ops``; ``x_t`` is one time step of the projected
+            inputs, ``states`` and ``weights`` tuples of tensors.
+
+    Returns:
+        ``run(xs_tm, states, weights) -> (ys_tm, last_states)`` for
+        time-major ``xs_tm``; differentiable with respect to all three.
+        On TensorFlow the forward and the backward loops are XLA-compiled
+        and the backward pass recomputes each step's vector-Jacobian
+        product (:func:`_scan_backward`); on JAX it is ``lax.scan`` with
+        JAX's own autodiff (the step is jitted with the train step).
+    """
+    if backend.backend() != "tensorflow":
+
+        def run_plain(xs_tm, states, weights):
+            ys, states_all = _scan_forward(step, xs_tm, states, weights)
+            return ys, tuple(s[-1] for s in states_all)
+
+        return run_plain
+
+    forward = compile_loop(functools.partial(_scan_forward, step))
+    backward = compile_loop(functools.partial(_scan_backward, step))
+
+    def run(xs_tm, states, weights):
+        states, weights = tuple(states), tuple(weights)
+        n_s = len(states)
+
+        @ops.custom_gradient
+        def _run(xs_tm, *flat):
+            st, w = flat[:n_s], flat[n_s:]
+            sg = ops.stop_gradient
+            ys, states_all = forward(
+                sg(xs_tm), tuple(sg(s) for s in st), tuple(sg(v) for v in w)
+            )
+            last = tuple(s[-1] for s in states_all)
+
+            def grad(*args, upstream=None):
+                if upstream is None:
+                    upstream = args[0] if len(args) == 1 else args
+                d_ys, *d_last = upstream
+                d_ys = _zeros_if_none(d_ys, ys)
+                d_last = _zeros_for_none(d_last, last)
+                dxs, d_states, d_w = backward(
+                    xs_tm, st, w, states_all, d_ys, tuple(d_last)
+                )
+                return (dxs, *d_states, *d_w)
+
+            return (ys, *last), grad
+
+        ys, *last = _run(xs_tm, *states, *weights)
+        return ys, tuple(last)
+
+    return run

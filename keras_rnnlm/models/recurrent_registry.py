@@ -9,6 +9,8 @@ RNN cell class or instance can also be passed to the builder directly.
 import keras
 
 from keras_rnnlm.layers.lstm import LSTM
+from keras_rnnlm.layers.multiplicative import CELLS as MULTIPLICATIVE_CELLS
+from keras_rnnlm.layers.multiplicative import MultiplicativeRNN
 
 _REGISTRY = {}
 
@@ -63,6 +65,28 @@ register_recurrent_layer("lstm", _keras_rnn(LSTM))
 register_recurrent_layer("keras_lstm", _keras_rnn(keras.layers.LSTM))
 register_recurrent_layer("gru", _keras_rnn(keras.layers.GRU))
 register_recurrent_layer("simple_rnn", _keras_rnn(keras.layers.SimpleRNN))
+
+
+def _multiplicative(cell_cls):
+    def factory(
+        units, *, stateful, initializer=None, name=None, fused="auto", **kw
+    ):
+        inits = _inits(initializer)
+        if initializer is not None:
+            inits["intermediate_initializer"] = initializer
+        return MultiplicativeRNN(
+            cell_cls(units, **inits, **kw),
+            return_sequences=True,
+            stateful=stateful,
+            fused=fused,
+            name=name,
+        )
+
+    return factory
+
+
+for _name, _cls in MULTIPLICATIVE_CELLS.items():
+    register_recurrent_layer(_name, _multiplicative(_cls))
 
 
 def make_recurrent_layer(

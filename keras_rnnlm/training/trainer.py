@@ -127,6 +127,8 @@ def train(config, callbacks=(), resume=True):
     out = config.train.out_dir
     os.makedirs(out, exist_ok=True)
     corpus, model = prepare_run(config)
+    n_params = model.count_params()
+    print(f"{config.name}: {n_params:,} parameters")
     atomic_write_text(os.path.join(out, "config.json"), config.to_json())
     corpus.vocab.save(os.path.join(out, "vocab.json"))
 
@@ -152,7 +154,11 @@ def train(config, callbacks=(), resume=True):
     if initial_epoch:
         print(f"Resuming {out} at epoch {initial_epoch + 1}")
     cbs = [
-        RunMetadata(out, config.to_dict(), {"resumed_at": initial_epoch}),
+        RunMetadata(
+            out,
+            config.to_dict(),
+            {"resumed_at": initial_epoch, "parameters": n_params},
+        ),
         ResetStates(),
         nan_guard,
         Validation(

@@ -1,0 +1,286 @@
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_rnnlm.layers.multiplicative import CELLS
+from keras_rnnlm.layers.multiplicative import MultiplicativeRNN
+from keras_rnnlm.layers.multiplicative import count_params
+
+D, H, M, B, T = 5, 6, 4, 3, 7
+
+
+def sig(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+# -- independent float64 references, written from the equations -----------
+# Weight layouts are the ones documented in each cell's docstring.
+
+
+def ref_mrnn(x, h, w):
+    k, b, wmh, bmh, whm = w
+    wmx, whx = k[:, :M], k[:, M:]
+    bmx, bh = b[:M], b[M:]
+    m = (x @ wmx + bmx) * (h @ wmh + bmh)
+    h = np.tanh(x @ whx + m @ whm + bh)
+    return h, (h,)
+
+
+def ref_mlstm(x, states, w):
+    h, c = states
+    k, b, wmh, bmh, wm = w
+    m = (x @ k[:, :M] + b[:M]) * (h @ wmh + bmh)
+    gates = {}
+    for j, name in enumerate("ifuo"):
+        cols = slice(M + j * H, M + (j + 1) * H)
+        gates[name] = x @ k[:, cols] + m @ wm[:, j * H : (j + 1) * H] + b[cols]
+    i, f, o = sig(gates["i"]), sig(gates["f"]), sig(gates["o"])
+    u = np.tanh(gates["u"])
+    c = f * c + i * u
+    h = o * np.tanh(c)
+    return h, (h, c)
+
+
+def ref_tmlstm(x, states, w):
+    h, c = states
+    k, b, wh, bh, v = w
+    pre = {}
+    for j, name in enumerate("ifuo"):
+        mcols = slice(j * M, (j + 1) * M)
+        m_k = (x @ k[:, mcols] + b[mcols]) * (h @ wh[:, mcols] + bh[mcols])
+        ucols = slice(4 * M + j * H, 4 * M + (j + 1) * H)
+        pre[name] = x @ k[:, ucols] + b[ucols] + m_k @ v[j]
+    i, f, o = sig(pre["i"]), sig(pre["f"]), sig(pre["o"])
+    c = f * c + i * np.tanh(pre["u"])
+    h = o * np.tanh(c)
+    return h, (h, c)
+
+
+def ref_mgru(x, h, w):
+    k, b, wh, bh, vzr, vh = w
+    cols = np.cumsum([0, M, H, M, H])
+    wx, uz, ur, uh = (k[:, a:e] for a, e in zip(cols[:-1], cols[1:]))
+    bx, bz, br, bhh = (b[a:e] for a, e in zip(cols[:-1], cols[1:]))
+    m = (x @ wx + bx) * (h @ wh + bh)
+    z = sig(x @ uz + bz + m @ vzr[:, :H])
+    r = sig(x @ ur + br + m @ vzr[:, H:])
+    cand = x @ uh + bhh + (r * m) @ vh
+    h = (1 - z) * h + z * np.tanh(cand)
+    return h, (h,)
+
+
+def ref_tmgru(x, h, w):
+    k, b, wzr, bzr, v, wh, bh, vh = w
+    cols = np.cumsum([0, M, M, M, H, H, H])
+    wzx, wrx, wx, uz, ur, uh = (k[:, a:e] for a, e in zip(cols[:-1], cols[1:]))
+    bzx, brx, bx, bz, br, bu = (b[a:e] for a, e in zip(cols[:-1], cols[1:]))
+    m_z = (x @ wzx + bzx) * (h @ wzr[:, :M] + bzr[:M])
+    m_r = (x @ wrx + brx) * (h @ wzr[:, M:] + bzr[M:])
+    z = sig(x @ uz + bz + m_z @ v[0])
+    r = sig(x @ ur + br + m_r @ v[1])
+    m_h = (x @ wx + bx) * ((r * h) @ wh + bh)
+    h = (1 - z) * h + z * np.tanh(x @ uh + bu + m_h @ vh)
+    return h, (h,)
+
+
+REFS = {
+    "mrnn": (ref_mrnn, 1),
+    "mlstm": (ref_mlstm, 2),
+    "tmlstm": (ref_tmlstm, 2),
+    "mgru": (ref_mgru, 1),
+    "tmgru": (ref_tmgru, 1),
+}
+
+
+def _layer(name, fused="auto", **kw):
+    layer = MultiplicativeRNN(
+        CELLS[name](H, intermediate_size=M),
+        return_sequences=True,
+        return_state=True,
+        fused=fused,
+        **kw,
+    )
+    layer.build((B, T, D))
+    rng = np.random.default_rng(42)
+    layer.set_weights(
+        [rng.uniform(-0.5, 0.5, w.shape) for w in layer.get_weights()]
+    )
+    return layer
+
+
+def _run_ref(name, layer, x):
+    ref, n_states = REFS[name]
+    w = [v.astype("float64") for v in layer.get_weights()]
+    states = tuple(np.zeros((B, H)) for _ in range(n_states))
+    outs = []
+    for t in range(T):
+        arg = states if n_states == 2 else states[0]
+        h, states = ref(x[:, t].astype("float64"), arg, w)
+        outs.append(h)
+    return np.stack(outs, 1), states
+
+
+@pytest.mark.parametrize("name", sorted(CELLS))
+@pytest.mark.parametrize("fused", ["auto", False])
+def test_matches_numpy_reference(name, fused):
+    x = np.random.default_rng(0).normal(size=(B, T, D)).astype("float32")
+    layer = _layer(name, fused)
+    out, *states = layer(x)
+    ref_out, ref_states = _run_ref(name, layer, x)
+    np.testing.assert_allclose(ops.convert_to_numpy(out), ref_out, atol=1e-5)
+    for s, r in zip(states, ref_states):
+        np.testing.assert_allclose(ops.convert_to_numpy(s), r, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(CELLS))
+def test_one_step_cell_matches_reference(name):
+    cell = CELLS[name](H, intermediate_size=M)
+    cell.build((B, D))
+    rng = np.random.default_rng(3)
+    for v in cell.weights:
+        v.assign(rng.uniform(-0.5, 0.5, v.shape))
+    ref, n_states = REFS[name]
+    x = rng.normal(size=(B, D))
+    states = [rng.normal(size=(B, H)) for _ in range(n_states)]
+    h, new = cell(x.astype("float32"), [s.astype("float32") for s in states])
+    w = [ops.convert_to_numpy(v).astype("float64") for v in cell.weights]
+    ref_h, ref_new = ref(x, tuple(states) if n_states == 2 else states[0], w)
+    np.testing.assert_allclose(ops.convert_to_numpy(h), ref_h, atol=1e-5)
+    for s, r in zip(new, ref_new):
+        np.testing.assert_allclose(ops.convert_to_numpy(s), r, atol=1e-5)
+
+
+def _grads(layer, x):
+    """Gradients of a loss of all outputs w.r.t. the input and weights."""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        xt = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(xt)
+            out, *states = layer(xt)
+            loss = tf.reduce_sum(out**2) + sum(
+                (k + 1) * tf.reduce_sum(s) for k, s in enumerate(states)
+            )
+        grads = tape.gradient(loss, [xt, *layer.trainable_variables])
+        return [g.numpy() for g in grads]
+    import jax
+
+    fixed = [v.value for v in layer.non_trainable_variables]
+
+    def f(weights, x):
+        out, *states = layer.stateless_call(weights, fixed, x)[0]
+        return (out**2).sum() + sum(
+            (k + 1) * s.sum() for k, s in enumerate(states)
+        )
+
+    gw, gx = jax.grad(f, argnums=(0, 1))(
+        [v.value for v in layer.trainable_variables], x
+    )
+    return [np.asarray(gx), *[np.asarray(g) for g in gw]]
+
+
+@pytest.mark.parametrize("name", sorted(CELLS))
+def test_fused_gradients_match_naive_and_reach_every_weight(name):
+    x = np.random.default_rng(1).normal(size=(B, T, D)).astype("float32")
+    fused, naive = _layer(name), _layer(name, fused=False)
+    g_fused, g_naive = _grads(fused, x), _grads(naive, x)
+    assert len(g_fused) == 1 + len(fused.trainable_variables)
+    for a, b, v in zip(g_fused, g_naive, [None, *fused.trainable_variables]):
+        np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)
+        if v is not None:
+            assert np.abs(a).max() > 0, f"no gradient reaches {v.path}"
+
+
+@pytest.mark.parametrize("name", sorted(CELLS))
+def test_param_count_formula(name):
+    layer = _layer(name)
+    assert layer.count_params() == count_params(name, H, D, M)
+
+
+def test_intermediate_size_defaults_to_input_size():
+    layer = MultiplicativeRNN(CELLS["mlstm"](H))
+    layer.build((B, T, D))
+    assert layer.cell.recurrent_kernel.shape == (H, D)
+    assert layer.count_params() == count_params("mlstm", H, D)
+
+
+@pytest.mark.parametrize("name", ["mlstm", "tmgru"])
+def test_serialization_round_trip(name, tmp_path):
+    inputs = keras.Input((T, D))
+    outputs = _layer(name)
+    model = keras.Model(inputs, outputs(inputs)[0])
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    x = np.random.default_rng(2).normal(size=(B, T, D)).astype("float32")
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(model(x)),
+        ops.convert_to_numpy(loaded(x)),
+        atol=1e-6,
+    )
+    cfg = loaded.layers[1].get_config()
+    assert cfg["fused"] == "auto"
+    assert cfg["cell"]["config"]["intermediate_size"] == M
+
+
+@pytest.mark.parametrize("name", ["mlstm", "mgru"])
+def test_masked_steps_keep_the_state(name):
+    """With a mask the layer uses Keras's loop: padded steps carry the
+    state unchanged and output the last valid output."""
+    x = np.random.default_rng(4).normal(size=(B, T, D)).astype("float32")
+    mask = np.ones((B, T), bool)
+    mask[0, 4:] = False
+    layer = _layer(name)
+    out, *states = layer(x, mask=mask)
+    ref_out, _ = _run_ref(name, layer, x)
+    out = ops.convert_to_numpy(out)
+    np.testing.assert_allclose(out[1:], ref_out[1:], atol=1e-5)
+    np.testing.assert_allclose(out[0, :4], ref_out[0, :4], atol=1e-5)
+    h_final = ops.convert_to_numpy(states[0])[0]
+    np.testing.assert_allclose(h_final, ref_out[0, 3], atol=1e-5)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="units"):
+        CELLS["mlstm"](0)
+    with pytest.raises(ValueError, match="intermediate_size"):
+        CELLS["mgru"](4, intermediate_size=-1)
+    with pytest.raises(TypeError, match="MultiplicativeCell"):
+        MultiplicativeRNN(keras.layers.LSTMCell(4))
+    with pytest.raises(ValueError, match="fused"):
+        MultiplicativeRNN(CELLS["mrnn"](4), fused="yes")
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="runs the JAX check from the TensorFlow test session",
+)
+def test_jax_backend_matches_reference_and_gradients():
+    """The same reference and gradient tests on the JAX backend."""
+    env = dict(os.environ, KERAS_BACKEND="jax")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            __file__,
+            "-k",
+            "reference or gradients",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if "No module named 'jax'" in proc.stdout + proc.stderr:
+        pytest.skip("jax not installed")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
