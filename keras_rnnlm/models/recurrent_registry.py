@@ -9,6 +9,7 @@ RNN cell class or instance can also be passed to the builder directly.
 import keras
 
 from keras_rnnlm.layers.lstm import LSTM
+from keras_rnnlm.layers.multicell_lstm import make_multicell_layer
 from keras_rnnlm.layers.multiplicative import CELLS as MULTIPLICATIVE_CELLS
 from keras_rnnlm.layers.multiplicative import MultiplicativeRNN
 
@@ -65,6 +66,7 @@ register_recurrent_layer("lstm", _keras_rnn(LSTM))
 register_recurrent_layer("keras_lstm", _keras_rnn(keras.layers.LSTM))
 register_recurrent_layer("gru", _keras_rnn(keras.layers.GRU))
 register_recurrent_layer("simple_rnn", _keras_rnn(keras.layers.SimpleRNN))
+register_recurrent_layer("multicell_lstm", make_multicell_layer)
 
 
 def _multiplicative(cell_cls):
