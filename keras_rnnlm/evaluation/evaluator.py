@@ -62,8 +62,17 @@ class Evaluator:
         )
 
     def load_weights(self, path):
-        """Loads weights saved by ``save_weights`` of an equivalent model."""
-        self.model.load_weights(path, skip_mismatch=False)
+        """Loads weights saved by ``save_weights`` of an equivalent model.
+
+        The file of a compiled training model also holds its optimizer's
+        variables; they are read into an uncompiled twin and only the
+        model weights are copied (no optimizer mismatch warning).
+        """
+        twin = build_language_model(
+            self.model_config, self.vocab_size, self.batch_size
+        )
+        twin.load_weights(path, skip_mismatch=False)
+        copy_weights(twin, self.model)
 
     def evaluate(self, ids, weights_from=None, verbose=0):
         """Returns ``{"nll", "ppl", "tokens"(, "bpc")}`` for ``ids``.

@@ -1,0 +1,330 @@
+"""Characters/s of the multiplicative cells, side by side.
+
+The character-level model of ``recipes/mlstm_ptb.py`` (one-hot input over
+50 symbols -> one recurrent layer at the paper's ~292K-parameter size ->
+softmax; batch 32, windows of 100 characters, Adam, global clipping,
+stateful) trained and evaluated on random symbols, in:
+
+* ``fused``: the package's :class:`MultiplicativeRNN` (input side hoisted,
+  compiled loop, backward loop recomputing each step's vector-Jacobian
+  product);
+* ``naive``: the same cell in Keras's per-step ``keras.layers.RNN`` loop
+  (``fused=False``);
+* ``lstm``: the package's fused LSTM with the same parameter count (240
+  units; the per-step FLOPs of a recurrent layer are proportional to its
+  parameter count, so equal parameters ~ equal FLOPs);
+* ``torch``: the same cell and model in PyTorch 2.13 CPU (input side
+  hoisted, a plain Python loop over time, eager autograd).
+
+Each measurement runs in a fresh subprocess; repeats are interleaved and
+the median is reported. Results are printed and appended to
+``bench/results/multiplicative.jsonl``.
+
+    python bench/multiplicative.py --cells mlstm mgru --repeats 3
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+VOCAB, BATCH, BPTT = 50, 32, 100
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+
+def _units(cell):
+    from keras_rnnlm.layers.multiplicative import solve_units
+
+    return solve_units(cell, 292_000, VOCAB)
+
+
+def measure_keras(impl, cell, steps):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import numpy as np
+
+    from keras_rnnlm.config import ModelConfig
+    from keras_rnnlm.config import TrainConfig
+    from keras_rnnlm.models import build_language_model
+    from keras_rnnlm.training import compile_model
+
+    if impl == "lstm":
+        name, kwargs = "lstm", {}
+    else:
+        name, kwargs = cell, {"fused": impl == "fused"}
+    cfg = ModelConfig(
+        input_encoding="one_hot",
+        hidden_sizes=[_units(name)],
+        cell=name,
+        cell_kwargs=kwargs,
+        init_range=None,
+    )
+    model = build_language_model(cfg, VOCAB, BATCH, seed=0)
+    compile_model(
+        model, TrainConfig(optimizer="adam", learning_rate=1e-3, clipnorm=5.0)
+    )
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, VOCAB, (BATCH * steps, BPTT)).astype("int32")
+    y = rng.integers(0, VOCAB, (BATCH * steps, BPTT)).astype("int32")
+    warm = BATCH * 2
+    model.fit(x[:warm], y[:warm], batch_size=BATCH, verbose=0, shuffle=False)
+    t = time.perf_counter()
+    model.fit(x, y, batch_size=BATCH, verbose=0, shuffle=False)
+    train = x.size / (time.perf_counter() - t)
+    model.evaluate(x[:warm], y[:warm], batch_size=BATCH, verbose=0)
+    t = time.perf_counter()
+    model.evaluate(x, y, batch_size=BATCH, verbose=0)
+    evaluate = x.size / (time.perf_counter() - t)
+    return train, evaluate, model.count_params()
+
+
+def _torch_cell(cell, units, d):
+    """The cell's weights (the package's layouts) and its step function."""
+    import torch
+
+    from keras_rnnlm.layers.multiplicative import CELLS
+
+    shapes = CELLS[cell](units)._weight_shapes(d, d)
+    gen = torch.Generator().manual_seed(0)
+    w = {
+        n: torch.nn.Parameter(torch.rand(*s, generator=gen) * 0.2 - 0.1)
+        for n, (s, _) in shapes.items()
+    }
+    H, M = units, d
+    sig, tanh = torch.sigmoid, torch.tanh
+
+    def lstm_update(z, c):
+        i, f, u, o = z.split(H, dim=-1)
+        c = sig(f) * c + sig(i) * tanh(u)
+        return sig(o) * tanh(c), c
+
+    def step(p, states):
+        if cell == "mrnn":
+            (h,) = states
+            m = p[:, :M] * (h @ w["recurrent_kernel"] + w["recurrent_bias"])
+            h = tanh(p[:, M:] + m @ w["intermediate_kernel"])
+            return h, (h,)
+        if cell == "mlstm":
+            h, c = states
+            m = p[:, :M] * (h @ w["recurrent_kernel"] + w["recurrent_bias"])
+            h, c = lstm_update(p[:, M:] + m @ w["intermediate_kernel"], c)
+            return h, (h, c)
+        if cell == "tmlstm":
+            h, c = states
+            a = h @ w["recurrent_kernel"] + w["recurrent_bias"]
+            m = (p[:, : 4 * M] * a).view(-1, 4, M).transpose(0, 1)
+            z = torch.bmm(m, w["intermediate_kernel"]).transpose(0, 1)
+            h, c = lstm_update(p[:, 4 * M :] + z.reshape(-1, 4 * H), c)
+            return h, (h, c)
+        if cell == "mgru":
+            (h,) = states
+            m = p[:, :M] * (h @ w["recurrent_kernel"] + w["recurrent_bias"])
+            zr = sig(p[:, M : 2 * M + H] + m @ w["intermediate_kernel"])
+            z, r = zr[:, :H], zr[:, H:]
+            cand = p[:, 2 * M + H :] + (r * m) @ w["candidate_kernel"]
+            h = (1 - z) * h + z * tanh(cand)
+            return h, (h,)
+        (h,) = states  # tmgru
+        a = h @ w["recurrent_kernel"] + w["recurrent_bias"]
+        m = (p[:, : 2 * M] * a).view(-1, 2, M).transpose(0, 1)
+        zr = torch.bmm(m, w["intermediate_kernel"]).transpose(0, 1)
+        px = p[:, 3 * M :]
+        zr = sig(px[:, : 2 * H] + zr.reshape(-1, 2 * H))
+        z, r = zr[:, :H], zr[:, H:]
+        m_h = p[:, 2 * M : 3 * M] * (
+            (r * h) @ w["reset_kernel"] + w["reset_bias"]
+        )
+        h = (1 - z) * h + z * tanh(px[:, 2 * H :] + m_h @ w["candidate_kernel"])
+        return h, (h,)
+
+    n_states = 2 if cell in ("mlstm", "tmlstm") else 1
+    return w, step, n_states
+
+
+def measure_torch(cell, steps):
+    import torch
+    from torch import nn
+
+    if os.environ.get("BENCH_TORCH_THREADS"):
+        torch.set_num_threads(int(os.environ["BENCH_TORCH_THREADS"]))
+    torch.manual_seed(0)
+    units = _units(cell)
+    w, step, n_states = _torch_cell(cell, units, VOCAB)
+    dec = nn.Linear(units, VOCAB)
+    params = [*w.values(), *dec.parameters()]
+    opt = torch.optim.Adam(params, lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    x = torch.randint(0, VOCAB, (steps, BPTT, BATCH))
+    y = torch.randint(0, VOCAB, (steps, BPTT, BATCH))
+
+    def forward(xk, states):
+        onehot = nn.functional.one_hot(xk, VOCAB).float()
+        proj = onehot @ w["kernel"] + w["bias"]  # (T, B, ...) hoisted
+        outs = []
+        for t in range(BPTT):
+            h, states = step(proj[t], states)
+            outs.append(h)
+        return dec(torch.stack(outs)), states
+
+    def run(n, training):
+        states = tuple(torch.zeros(BATCH, units) for _ in range(n_states))
+        for k in range(n):
+            states = tuple(s.detach() for s in states)
+            if training:
+                opt.zero_grad()
+                out, states = forward(x[k], states)
+                loss = loss_fn(out.view(-1, VOCAB), y[k].view(-1))
+                loss.backward()
+                nn.utils.clip_grad_norm_(params, 5.0)
+                opt.step()
+            else:
+                with torch.no_grad():
+                    out, states = forward(x[k], states)
+                    loss_fn(out.view(-1, VOCAB), y[k].view(-1))
+
+    chars = steps * BPTT * BATCH
+    run(2, True)
+    t = time.perf_counter()
+    run(steps, True)
+    train = chars / (time.perf_counter() - t)
+    run(2, False)
+    t = time.perf_counter()
+    run(steps, False)
+    evaluate = chars / (time.perf_counter() - t)
+    return train, evaluate, sum(p.numel() for p in params)
+
+
+def child(impl, cell, steps):
+    if impl == "torch":
+        result = measure_torch(cell, steps)
+    else:
+        result = measure_keras(impl, cell, steps)
+    train, evaluate, params = result
+    print(json.dumps({"train": train, "eval": evaluate, "params": params}))
+
+
+def run_child(impl, cell, steps):
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", impl, cell, str(steps)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{impl}/{cell} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    p.add_argument(
+        "--cells",
+        nargs="+",
+        default=["mlstm", "tmlstm", "mgru", "tmgru", "mrnn"],
+    )
+    p.add_argument(
+        "--impls", nargs="+", default=["fused", "naive", "lstm", "torch"]
+    )
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument(
+        "--out",
+        default=os.path.join(HERE, "results", "multiplicative.jsonl"),
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="intra-op threads of TensorFlow and PyTorch (default: their "
+        "defaults); 1 gives comparable numbers on a busy machine",
+    )
+    p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.threads:
+        os.environ["TF_NUM_INTRAOP_THREADS"] = str(args.threads)
+        os.environ["TF_NUM_INTEROP_THREADS"] = "1"
+        os.environ["BENCH_TORCH_THREADS"] = str(args.threads)
+    if args.child:
+        impl, cell, steps = args.child
+        return child(impl, cell, int(steps))
+
+    command = "python bench/multiplicative.py " + " ".join(sys.argv[1:])
+    device = f"CPU {platform.processor() or platform.machine()}, "
+    device += f"{os.cpu_count()} cores"
+    load = os.getloadavg()[0]
+    date = datetime.date.today().isoformat()
+    records = []
+    lstm_cache = None
+    for cell in args.cells:
+        impls = [i for i in args.impls if not (i == "lstm" and lstm_cache)]
+        samples = {impl: [] for impl in impls}
+        for _ in range(args.repeats):  # interleaved repeats
+            for impl in impls:
+                samples[impl].append(run_child(impl, cell, args.steps))
+        med = {
+            impl: {
+                k: statistics.median(s[k] for s in runs)
+                for k in ("train", "eval", "params")
+            }
+            for impl, runs in samples.items()
+        }
+        if "lstm" in med:
+            lstm_cache = med["lstm"]
+        elif lstm_cache:
+            med["lstm"] = lstm_cache
+        for impl, m in med.items():
+            if impl == "lstm" and cell != args.cells[0]:
+                continue
+            for phase in ("train", "eval"):
+                refs = {r: med[r][phase] for r in ("torch", "lstm") if r in med}
+                records.append(
+                    {
+                        "kind": "throughput",
+                        "name": f"charlm_{cell}_paper_{phase}",
+                        "model": impl if impl != "lstm" else "lstm_240",
+                        "value": round(m[phase], 1),
+                        "unit": "char/s",
+                        "params": int(m["params"]),
+                        "reference": round(refs["torch"], 1)
+                        if "torch" in refs
+                        else None,
+                        "reference_name": "torch 2.13 CPU, same cell, same run",
+                        "ratio": round(m[phase] / refs["torch"], 3)
+                        if "torch" in refs
+                        else None,
+                        "ratio_to_fused_lstm": round(m[phase] / refs["lstm"], 3)
+                        if "lstm" in refs
+                        else None,
+                        "device": device,
+                        "load_average": round(load, 2),
+                        "threads": args.threads,
+                        "command": command,
+                        "date": date,
+                    }
+                )
+            line = (
+                f"{cell:7s} {impl:6s} {int(m['params']):7d} params  train "
+                f"{m['train']:7.0f} char/s  eval {m['eval']:7.0f} char/s"
+            )
+            for ref in ("torch", "lstm"):
+                if ref in med and ref != impl:
+                    line += (
+                        f"  ({m['train'] / med[ref]['train']:.2f}x / "
+                        f"{m['eval'] / med[ref]['eval']:.2f}x {ref})"
+                    )
+            print(line, flush=True)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "a") as f:
+        for rec in records:
+            f.write(json.dumps(rec) + "\n")
+
+
+if __name__ == "__main__":
+    main()
