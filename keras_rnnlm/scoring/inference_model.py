@@ -1,0 +1,207 @@
+"""The stateless inference graph: tokens and recurrent state in and out.
+
+Training and evaluation models keep their recurrent state in stateful
+layers (non-trainable variables with a fixed batch size). Scoring, streaming
+and serving need the opposite: a model that holds no state, takes the state
+as an input and returns the new state as an output, so that one graph serves
+any number of independent requests.
+
+:func:`build_inference_model` derives that graph from any model the builder
+makes, without knowing which layers it holds: it re-runs the model's
+functional graph (as ``keras.models.clone_model`` does with a
+``call_function``),
+sharing every non-recurrent layer (embeddings, dropouts, heads) with the
+source model and replacing each recurrent layer by a twin built from the
+layer's own config with ``return_state=True, stateful=False``, whose weights
+are copied from the source layer.
+
+What a recurrent layer must provide (every ``keras.layers.RNN`` subclass
+does -- the package's fused ``LSTM``, ``MultiplicativeRNN``, Keras's
+``LSTM``/``GRU``/``SimpleRNN`` -- and any layer registered later must too):
+
+* ``get_config()`` / ``from_config()`` round-trip with the keys
+  ``return_state`` and ``stateful`` (the twin is
+  ``cls.from_config({**config, "return_state": True, "stateful": False})``);
+* ``get_initial_state(batch_size)`` returning the list of zero states, each
+  of shape ``(batch, ...)``;
+* ``call(x, initial_state=[...])`` starting from those states, returning
+  ``(outputs, *final_states)`` when ``return_state`` is set;
+* the same weights, in the same order (``get_weights``), as its twin.
+
+A recurrent layer is recognised as an instance of ``keras.layers.RNN`` or
+any layer with ``get_initial_state`` whose config has ``return_state``.
+"""
+
+import keras
+import numpy as np
+
+STATE_PREFIX = "state"
+
+
+def is_recurrent_layer(layer):
+    """Whether ``layer`` carries recurrent state (see module docstring)."""
+    if isinstance(layer, keras.layers.RNN):
+        return True
+    if not hasattr(layer, "get_initial_state"):
+        return False
+    try:
+        return "return_state" in layer.get_config()
+    except NotImplementedError:
+        return False
+
+
+def _twin(layer):
+    config = layer.get_config()
+    config.update(return_state=True, stateful=False)
+    if "use_cudnn" in config:
+        # No cuDNN-only ops in an inference graph (CPU servers).
+        config["use_cudnn"] = False
+    return layer.__class__.from_config(config)
+
+
+def _state_shapes(layer):
+    """Per-example shapes of the layer's states (without the batch axis)."""
+    states = layer.get_initial_state(1)
+    if not isinstance(states, (list, tuple)):
+        states = [states]
+    return [tuple(int(d) for d in keras.ops.shape(s)[1:]) for s in states]
+
+
+class InferenceModel:
+    """A stateless language model with explicit recurrent state.
+
+    Attributes:
+        model: functional ``keras.Model`` taking ``[tokens, *states]``
+            (int32 ``(batch, time)`` and one float32 tensor per state) and
+            returning ``[logits, *final_states]``.
+        state_names: one name per state tensor (``state_{layer}_{k}``).
+        state_shapes: the per-example shape of each state tensor.
+        vocab_size: size of the output distribution.
+    """
+
+    def __init__(self, model, state_names, state_shapes, vocab_size):
+        self.model = model
+        self.state_names = list(state_names)
+        self.state_shapes = [tuple(s) for s in state_shapes]
+        self.vocab_size = int(vocab_size)
+
+    def zero_states(self, batch_size):
+        """The initial (zero) states as NumPy float32 arrays."""
+        return [
+            np.zeros((batch_size, *shape), np.float32)
+            for shape in self.state_shapes
+        ]
+
+    def __call__(self, tokens, states):
+        """Runs the graph: returns ``(logits, new_states)``."""
+        tokens = keras.ops.convert_to_tensor(tokens, "int32")
+        states = [keras.ops.convert_to_tensor(s, "float32") for s in states]
+        out = self.model([tokens, *states], training=False)
+        return out[0], list(out[1:])
+
+
+def build_inference_model(model):
+    """Builds the :class:`InferenceModel` of a stateless builder model.
+
+    Args:
+        model: a functional model mapping int tokens (batch, time) to
+            logits (batch, time, vocab), e.g.
+            ``build_language_model(config, V, None, stateful=False)`` with
+            trained weights loaded. A stateful model is rejected (its state
+            variables would be shared between requests).
+
+    Returns:
+        An :class:`InferenceModel` sharing the non-recurrent layers (and
+        their weights) with ``model`` and holding copies of the recurrent
+        layers' weights.
+
+    Raises:
+        ValueError: the model is stateful, not functional, or has no
+            recurrent layer.
+    """
+    if not isinstance(model, keras.Model) or not hasattr(
+        model, "_run_through_graph"
+    ):
+        raise ValueError(
+            f"Expected a functional keras.Model, got {type(model).__name__}"
+        )
+    layers = [
+        layer
+        for layer in model._flatten_layers(include_self=False)
+        if is_recurrent_layer(layer)
+    ]
+    if not layers:
+        raise ValueError(
+            f"Model {model.name!r} has no recurrent layer (see "
+            "keras_rnnlm.scoring.inference_model for what a recurrent layer "
+            "must provide)"
+        )
+    stateful = [
+        layer.name for layer in layers if getattr(layer, "stateful", False)
+    ]
+    if stateful:
+        raise ValueError(
+            f"Layers {stateful} are stateful: build the inference graph from "
+            "a stateless model (build_language_model(..., stateful=False)) "
+            "and copy the weights into it"
+        )
+
+    twins = {}
+    names, shapes, inputs = [], [], {}
+    for i, layer in enumerate(layers):
+        twin = _twin(layer)
+        twins[id(layer)] = (i, twin)
+        layer_shapes = _state_shapes(layer)
+        state_inputs = []
+        for k, shape in enumerate(layer_shapes):
+            name = f"{STATE_PREFIX}_{i}_{k}"
+            names.append(name)
+            shapes.append(shape)
+            state_inputs.append(
+                keras.Input(shape=shape, dtype="float32", name=name)
+            )
+        inputs[i] = state_inputs
+    final_states = {}
+
+    def clone_function(layer):
+        entry = twins.get(id(layer))
+        return layer if entry is None else entry[1]
+
+    def call_function(layer, *args, **kwargs):
+        for i, twin in twins.values():
+            if layer is twin:
+                if i in final_states:
+                    raise ValueError(
+                        f"Recurrent layer {layer.name!r} is called more than "
+                        "once; the inference graph supports one call per "
+                        "recurrent layer"
+                    )
+                out = layer(*args, initial_state=inputs[i], **kwargs)
+                final_states[i] = list(out[1:])
+                return out[0]
+        return layer(*args, **kwargs)
+
+    if len(model.inputs) != 1:
+        raise ValueError(
+            f"Expected a model with one (tokens) input, got {model.inputs}"
+        )
+    src = model.inputs[0]
+    tokens = keras.Input(
+        batch_shape=(None, None), dtype=src.dtype, name="tokens"
+    )
+    # What keras.models.clone_model does, but the new graph has extra
+    # (state) inputs, which clone_model's own Functional cannot accept.
+    logits = model._run_through_graph(
+        [tokens], operation_fn=clone_function, call_fn=call_function
+    )
+    if isinstance(logits, (list, tuple)):
+        logits = logits[0]
+    for layer in layers:
+        twins[id(layer)][1].set_weights(layer.get_weights())
+    state_in = [t for i in range(len(layers)) for t in inputs[i]]
+    state_out = [t for i in range(len(layers)) for t in final_states[i]]
+    graph = keras.Model(
+        [tokens, *state_in], [logits, *state_out], name=f"{model.name}_infer"
+    )
+    vocab_size = logits.shape[-1]
+    return InferenceModel(graph, names, shapes, vocab_size)

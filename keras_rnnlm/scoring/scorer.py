@@ -1,0 +1,399 @@
+"""Sentence scoring with KenLM's semantics, batched and streaming.
+
+Conventions (those of KenLM's Python module, adapted to an RNN):
+
+* ``score(sentence, bos=True, eos=True)`` is the log10 probability of the
+  sentence's tokens followed by the end-of-sentence token.
+* **bos.** An RNN has no "null context" to predict the first token from.
+  The models are trained on a continuous stream in which every line follows
+  an ``<eos>``, so ``bos=True`` conditions the first token on ``<eos>`` fed
+  to the zero state: the start of a sentence as the model saw it in
+  training (for a vocabulary without ``<eos>``, e.g. text8, the space
+  symbol plays that role). With ``bos=False`` the first token is context
+  only: it is fed to the zero state and **not scored**, so ``full_scores``
+  has one entry fewer (use :meth:`Scorer.begin` / :meth:`Scorer.continue_`
+  to score a continuation of earlier text instead).
+* ``eos=True`` adds the probability of ``<eos>`` after the last token.
+* ``full_scores`` yields ``(log10 prob, is_oov)`` per scored token (the
+  ``<eos>`` included); ``sum(p for p, _ in full_scores(s)) == score(s)``.
+* ``perplexity(s) = 10 ** (-score(s) / n)`` with ``n`` the number of scored
+  tokens (words + 1 for ``<eos>``).
+* Out-of-vocabulary tokens are mapped to ``<unk>`` and flagged
+  (``is_oov``); the literal token ``<unk>`` of a corpus that contains it is
+  in the vocabulary and is not flagged. Without an ``<unk>`` in the
+  vocabulary (closed character sets) an OOV token is an error.
+* ``natural_log=True`` returns natural logarithms instead.
+* Empty or whitespace-only lines are sentences without tokens: their score
+  is that of ``<eos>`` after the context. With nothing to score
+  (``bos=False, eos=False`` and no token) the score is 0 and ``perplexity``
+  raises ``ValueError``.
+"""
+
+import dataclasses
+import math
+import os
+
+import keras
+import numpy as np
+
+from keras_rnnlm.data.errors import OOVError
+from keras_rnnlm.scoring.inference_model import InferenceModel
+from keras_rnnlm.scoring.inference_model import build_inference_model
+from keras_rnnlm.scoring.tokenization import Tokenization
+from keras_rnnlm.scoring.tokenization import tokenization_for_run
+
+LN10 = math.log(10.0)
+TIME_BUCKET = 16  # sequences are padded to a multiple (fewer XLA shapes)
+
+
+@dataclasses.dataclass
+class SentenceScore:
+    """The scores of one sentence (or stream segment).
+
+    Attributes:
+        tokens: the scored tokens as strings (``<eos>`` included).
+        ln_probs: natural-log probability of each scored token.
+        oov: whether each scored token was out of the vocabulary.
+        context_oov: OOV tokens that were context only (``bos=False``).
+    """
+
+    tokens: list
+    ln_probs: np.ndarray
+    oov: list
+    context_oov: int = 0
+
+    @property
+    def log10_probs(self):
+        return self.ln_probs / LN10
+
+    @property
+    def ln_prob(self):
+        return float(np.sum(self.ln_probs, dtype=np.float64))
+
+    @property
+    def log10_prob(self):
+        return self.ln_prob / LN10
+
+    @property
+    def num_tokens(self):
+        return len(self.tokens)
+
+    @property
+    def num_oov(self):
+        return int(sum(self.oov))
+
+    @property
+    def perplexity(self):
+        if not self.tokens:
+            raise ValueError("Nothing was scored: perplexity is undefined")
+        return math.exp(-self.ln_prob / len(self.tokens))
+
+    def full_scores(self, natural_log=False):
+        probs = self.ln_probs if natural_log else self.log10_probs
+        return [(float(p), bool(o)) for p, o in zip(probs, self.oov)]
+
+    def to_dict(self):
+        return {
+            "log10_prob": self.log10_prob,
+            "ln_prob": self.ln_prob,
+            "num_tokens": self.num_tokens,
+            "num_oov": self.num_oov,
+            "perplexity": self.perplexity if self.tokens else None,
+            "oov_tokens": [t for t, o in zip(self.tokens, self.oov) if o],
+        }
+
+
+@dataclasses.dataclass
+class ScoringState:
+    """Where a stream stands: recurrent states and the pending input.
+
+    ``states`` are the recurrent states after every token but the last;
+    ``last_token`` is the id of the last token (the input that predicts the
+    next one), ``None`` when nothing has been fed yet (``bos=False``).
+    Immutable in use: :meth:`Scorer.continue_` returns a new state.
+    """
+
+    states: list
+    last_token: int | None
+
+
+class Scorer:
+    """Scores sentences with a trained language model.
+
+    Args:
+        model: a stateless model from ``build_language_model(...,
+            stateful=False)`` with trained weights, or an
+            :class:`InferenceModel`.
+        vocab: the model's :class:`~keras_rnnlm.data.Vocabulary`.
+        tokenization: a :class:`Tokenization` (default whitespace).
+        batch_size: sentences per forward pass in batched scoring.
+
+    Example:
+
+    >>> scorer = Scorer.from_run("runs/zaremba_small")  # doctest: +SKIP
+    >>> scorer.score("the cat sat on the mat .")  # doctest: +SKIP
+    -17.3
+    """
+
+    def __init__(self, model, vocab, tokenization=None, batch_size=64):
+        if not isinstance(model, InferenceModel):
+            model = build_inference_model(model)
+        if model.vocab_size != len(vocab):
+            raise ValueError(
+                f"The model predicts {model.vocab_size} tokens but the "
+                f"vocabulary has {len(vocab)}"
+            )
+        self.inference = model
+        self.vocab = vocab
+        self.tokenization = tokenization or Tokenization()
+        self.batch_size = int(batch_size)
+        self._context_id = _context_id(vocab, self.tokenization)
+        self._fn = _make_scoring_fn(model)
+
+    # ----------------------------------------------------------- loading
+    @classmethod
+    def from_run(cls, run_dir, weights=None, **kwargs):
+        """A scorer for a run directory's best (or given) weights."""
+        from keras_rnnlm.models import build_language_model
+        from keras_rnnlm.training.trainer import load_run
+
+        if not os.path.isdir(run_dir):
+            raise FileNotFoundError(f"No run directory at {run_dir!r}")
+        for name in ("config.json", "vocab.json"):
+            if not os.path.exists(os.path.join(run_dir, name)):
+                raise FileNotFoundError(
+                    f"{run_dir!r} is not a run directory: no {name}"
+                )
+        config, vocab = load_run(run_dir)
+        weights = weights or os.path.join(run_dir, "best.weights.h5")
+        if not os.path.exists(weights):
+            raise FileNotFoundError(
+                f"No weights at {weights!r}: the run has not finished an "
+                "epoch (or pass weights=...)"
+            )
+        policy = keras.config.dtype_policy()
+        keras.config.set_dtype_policy("float32")  # score in float32
+        try:
+            model = build_language_model(
+                config.model, len(vocab), None, stateful=False
+            )
+        finally:
+            keras.config.set_dtype_policy(policy)
+        model.load_weights(weights)
+        kwargs.setdefault("tokenization", tokenization_for_run(config, vocab))
+        scorer = cls(model, vocab, **kwargs)
+        scorer.config = config
+        return scorer
+
+    # ---------------------------------------------------------- encoding
+    def encode(self, sentence):
+        """Token strings, ids and OOV flags of one sentence."""
+        tokens = self.tokenization(sentence)
+        oov = [self.vocab.is_oov(t) for t in tokens]
+        if any(oov) and self.vocab.unk_id is None:
+            first = tokens[oov.index(True)]
+            raise OOVError(
+                f"Token {first!r} is not in the vocabulary, which has no "
+                f"unknown token: the model gives it probability 0"
+            )
+        ids = self.vocab.encode(tokens) if tokens else np.zeros(0, np.int32)
+        return tokens, ids, oov
+
+    # -------------------------------------------------------- sentences
+    def score_sentences(self, sentences, bos=True, eos=True):
+        """:class:`SentenceScore` of each sentence (batched)."""
+        if isinstance(sentences, (str, bytes)):
+            raise TypeError("score_sentences takes a list of sentences")
+        items = []
+        for s in sentences:
+            tokens, ids, oov = self.encode(s)
+            if eos:
+                tokens = [*tokens, self.vocab.eos_token]
+                ids = np.append(ids, self._eos_id()).astype(np.int32)
+                oov = [*oov, False]
+            if bos:
+                inputs = np.concatenate([[self._bos_id()], ids[:-1]])
+                items.append((tokens, ids, oov, inputs, 0))
+            else:
+                ctx_oov = int(oov[0]) if oov else 0
+                items.append((tokens[1:], ids[1:], oov[1:], ids[:-1], ctx_oov))
+        ln = self._batched([it[3] for it in items], [it[1] for it in items])
+        return [
+            SentenceScore(list(tok), lp, list(o), c)
+            for (tok, _, o, _, c), lp in zip(items, ln)
+        ]
+
+    def score(self, sentence, bos=True, eos=True, natural_log=False):
+        """log10 (or ln) probability of one sentence."""
+        r = self.score_sentences([sentence], bos, eos)[0]
+        return r.ln_prob if natural_log else r.log10_prob
+
+    def full_scores(self, sentence, bos=True, eos=True, natural_log=False):
+        """``[(log prob, is_oov), ...]``, one per scored token."""
+        r = self.score_sentences([sentence], bos, eos)[0]
+        return r.full_scores(natural_log)
+
+    def perplexity(self, sentence, bos=True, eos=True):
+        """``10 ** (-score / scored tokens)``."""
+        return self.score_sentences([sentence], bos, eos)[0].perplexity
+
+    def score_batch(self, sentences, bos=True, eos=True, natural_log=False):
+        """Scores of many sentences (one float each)."""
+        rs = self.score_sentences(sentences, bos, eos)
+        return [r.ln_prob if natural_log else r.log10_prob for r in rs]
+
+    def full_scores_batch(
+        self, sentences, bos=True, eos=True, natural_log=False
+    ):
+        rs = self.score_sentences(sentences, bos, eos)
+        return [r.full_scores(natural_log) for r in rs]
+
+    def corpus_perplexity(self, sentences, bos=True, eos=True):
+        """Perplexity over every scored token of every sentence."""
+        rs = self.score_sentences(sentences, bos, eos)
+        n = sum(r.num_tokens for r in rs)
+        if not n:
+            raise ValueError("Nothing was scored: perplexity is undefined")
+        return math.exp(-sum(r.ln_prob for r in rs) / n)
+
+    # -------------------------------------------------------- streaming
+    def begin(self, bos=True):
+        """The state at the start of a stream (see module docstring)."""
+        return ScoringState(
+            self.inference.zero_states(1), self._bos_id() if bos else None
+        )
+
+    def continue_(self, state, text, eos=False):
+        """Scores a segment after ``state``; returns ``(new_state, score)``.
+
+        ``text`` is a string (tokenised as usual) or a list of token
+        strings; ``eos=True`` ends the segment with ``<eos>``. Scoring a
+        document in segments with the carried state gives the same token
+        scores as scoring it whole.
+        """
+        if isinstance(text, (list, tuple)):
+            tokens = list(text)
+            oov = [self.vocab.is_oov(t) for t in tokens]
+            ids = self.vocab.encode(tokens) if tokens else np.zeros(0)
+        else:
+            tokens, ids, oov = self.encode(text)
+        ids = np.asarray(ids, np.int32)
+        if eos:
+            tokens = [*tokens, self.vocab.eos_token]
+            ids = np.append(ids, self._eos_id()).astype(np.int32)
+            oov = [*oov, False]
+        ctx_oov = 0
+        if state.last_token is None and len(ids):
+            ctx_oov = int(oov[0])
+            state = ScoringState(state.states, int(ids[0]))
+            tokens, ids, oov = tokens[1:], ids[1:], oov[1:]
+        if not len(ids):
+            return state, SentenceScore([], np.zeros(0), [], ctx_oov)
+        inputs = np.concatenate([[state.last_token], ids[:-1]])
+        ln, new_states = self._run(
+            inputs[None].astype(np.int32), ids[None], state.states
+        )
+        new = ScoringState(new_states, int(ids[-1]))
+        return new, SentenceScore(tokens, ln[0], oov, ctx_oov)
+
+    # --------------------------------------------------------- internals
+    def _eos_id(self):
+        if self.vocab.eos_id is None:
+            raise ValueError(
+                "The vocabulary has no end-of-sentence token: use eos=False"
+            )
+        return self.vocab.eos_id
+
+    def _bos_id(self):
+        if self._context_id is None:
+            raise ValueError(
+                "The vocabulary has neither <eos> nor a space symbol to "
+                "start a sentence from: use bos=False"
+            )
+        return self._context_id
+
+    def _run(self, inputs, targets, states):
+        """Forward pass from ``states``: (ln probs, final states).
+
+        Not padded: right padding would change the final state.
+        """
+        ln, final = self._fn(inputs, targets, states)
+        ln = keras.ops.convert_to_numpy(ln).astype(np.float64)
+        return ln, [keras.ops.convert_to_numpy(s) for s in final]
+
+    def _batched(self, inputs, targets):
+        """ln probs of ragged (inputs, targets) rows, batched by length."""
+        out = [None] * len(inputs)
+        order = sorted(range(len(inputs)), key=lambda i: len(inputs[i]))
+        zero = None
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            t = max(len(inputs[i]) for i in rows)
+            if t == 0:
+                for i in rows:
+                    out[i] = np.zeros(0, np.float32)
+                continue
+            t += -t % TIME_BUCKET
+            x = np.zeros((len(rows), t), np.int32)
+            y = np.zeros((len(rows), t), np.int32)
+            for r, i in enumerate(rows):
+                x[r, : len(inputs[i])] = inputs[i]
+                y[r, : len(targets[i])] = targets[i]
+            if zero is None or zero[0].shape[0] != len(rows):
+                zero = self.inference.zero_states(len(rows))
+            ln, _ = self._fn(x, y, zero)
+            ln = keras.ops.convert_to_numpy(ln)
+            for r, i in enumerate(rows):
+                out[i] = ln[r, : len(inputs[i])].astype(np.float64)
+        return out
+
+
+def _context_id(vocab, tokenization):
+    if vocab.eos_id is not None:
+        return vocab.eos_id
+    space = tokenization.space_token or " "
+    if space in vocab:
+        return vocab.token_to_id(space)
+    return None
+
+
+def token_log_probs(inference, inputs, targets, states):
+    """ln p(targets | inputs, states) per position, and the final states.
+
+    Backend-agnostic (``keras.ops``); shared by the Python scorer and the
+    exported SavedModel endpoints.
+    """
+    logits, final = inference(inputs, states)
+    logp = keras.ops.log_softmax(keras.ops.cast(logits, "float32"), axis=-1)
+    tok = keras.ops.take_along_axis(
+        logp, keras.ops.expand_dims(keras.ops.cast(targets, "int32"), -1), -1
+    )
+    return keras.ops.squeeze(tok, -1), final
+
+
+def _make_scoring_fn(inference):
+    def fn(inputs, targets, states):
+        return token_log_probs(inference, inputs, targets, list(states))
+
+    if keras.backend.backend() != "tensorflow":
+        return fn
+    import tensorflow as tf
+
+    spec = tf.TensorSpec([None, None], tf.int32)
+    state_specs = [
+        tf.TensorSpec([None, *s], tf.float32) for s in inference.state_shapes
+    ]
+    compiled = tf.function(
+        lambda x, y, s: fn(x, y, s),
+        input_signature=[spec, spec, state_specs],
+        autograph=False,
+    )
+
+    def call(inputs, targets, states):
+        return compiled(
+            tf.convert_to_tensor(inputs, tf.int32),
+            tf.convert_to_tensor(targets, tf.int32),
+            [tf.convert_to_tensor(s, tf.float32) for s in states],
+        )
+
+    return call
