@@ -3,6 +3,9 @@
 keras-rnnlm train RECIPE.py [--preset NAME] [--set section.key=value]
 keras-rnnlm train --config run.json [--set ...]
 keras-rnnlm evaluate RUN_DIR [--split test] [--batch-size 1] [--bptt 35]
+keras-rnnlm score MODEL [FILE] [--json]     (keras_rnnlm.scoring.commands)
+keras-rnnlm rescore MODEL NBEST [--lm-weight W] [--reference REF]
+keras-rnnlm export RUN_DIR OUT/NAME/VERSION
 """
 
 import argparse
@@ -119,6 +122,10 @@ def build_parser():
     e.add_argument("--bptt", type=int)
     e.add_argument("--weights", help="weights file (default best.weights.h5)")
     e.set_defaults(func=_evaluate)
+
+    from keras_rnnlm.scoring.commands import add_scoring_commands
+
+    add_scoring_commands(sub)  # score, rescore, export
     return parser
 
 

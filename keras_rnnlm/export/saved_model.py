@@ -9,7 +9,9 @@ through ``keras.export.ExportArchive`` with these **stateless** endpoints
     ``[B]``), ``num_tokens`` (scored tokens, ``<eos>`` included),
     ``num_oov``, ``lengths`` (int32 ``[B]``, = ``num_tokens``) and
     ``token_logprobs`` (float32 ``[B, T]``, natural log, zero-padded after
-    ``lengths``). Sentences are scored with ``bos=True, eos=True``
+    ``lengths``), ``token_is_oov`` (bool ``[B, T]``) and ``tokens``
+    (string ``[B, T]``, ``<eos>`` last). Sentences are scored with
+    ``bos=True, eos=True``
     (:mod:`keras_rnnlm.scoring.scorer`). Tokenisation runs in the graph:
     ``tensorflow_text.WhitespaceTokenizer`` for word models, Unicode
     characters for character models, then a vocabulary table read from the
@@ -162,7 +164,7 @@ class _Graph:
             for shape in self.inference.state_shapes
         ]
 
-    def score_ragged(self, ids, oov):
+    def score_ragged(self, ids, oov, strings=None):
         """Scores ragged id rows with bos/eos; returns the output dict."""
         tf = self.tf
         bos, eos = self._bos_eos()
@@ -179,12 +181,18 @@ class _Graph:
         ln, _ = token_log_probs(self.inference, x, y, self.zero_states(batch))
         ln = ln[:, :t]
         mask = tf.sequence_mask(lengths, t)
+        oov_dense = tf.concat([oov, tf.cast(col, tf.bool)], 1).to_tensor(
+            False, shape=tf.stack([batch, t])
+        )
         if self.unk_id is None:
             # No <unk>: an unknown token has probability 0 under the model.
-            oov_dense = tf.concat([oov, tf.cast(col, tf.bool)], 1).to_tensor(
-                False, shape=tf.stack([batch, t])
-            )
             ln = tf.where(oov_dense, -np.inf, ln)
+        if strings is None:
+            strings = tf.gather(self.tokens, targets.to_tensor(0))
+        else:
+            eos_col = tf.fill(tf.stack([batch, 1]), self.tokens[eos])
+            strings = tf.concat([strings, eos_col], 1).to_tensor("")
+        strings = tf.where(mask, strings[:, :t], "")
         ln = tf.where(mask, ln, 0.0)
         total = tf.reduce_sum(tf.cast(ln, tf.float64), axis=1)
         num_oov = tf.reduce_sum(tf.cast(oov, tf.int32), axis=1)
@@ -195,11 +203,14 @@ class _Graph:
             "num_oov": num_oov,
             "lengths": lengths,
             "token_logprobs": ln,
+            "token_is_oov": oov_dense,
+            "tokens": strings,
         }
 
     def score_text(self, inputs):
-        ids, oov = self.lookup(self.tokenize(inputs["sentences"]))
-        return self.score_ragged(ids, oov)
+        tokens = self.tokenize(inputs["sentences"])
+        ids, oov = self.lookup(tokens)
+        return self.score_ragged(ids, oov, tokens)
 
     def score_ids(self, inputs):
         tf = self.tf

@@ -5,22 +5,31 @@
 - :func:`build_inference_model`: the stateless state-in/state-out graph
   derived from any builder model (also what is exported).
 - :mod:`keras_rnnlm.scoring.nbest`: N-best lists, rescoring, WER.
+
+Names are imported lazily so that the command line (which registers its
+``score``/``rescore``/``export`` verbs from
+:mod:`keras_rnnlm.scoring.commands`) starts without loading Keras.
 """
 
-from keras_rnnlm.scoring.inference_model import InferenceModel
-from keras_rnnlm.scoring.inference_model import build_inference_model
-from keras_rnnlm.scoring.inference_model import is_recurrent_layer
-from keras_rnnlm.scoring.scorer import Scorer
-from keras_rnnlm.scoring.scorer import ScoringState
-from keras_rnnlm.scoring.scorer import SentenceScore
-from keras_rnnlm.scoring.tokenization import Tokenization
+import importlib
 
-__all__ = [
-    "InferenceModel",
-    "Scorer",
-    "ScoringState",
-    "SentenceScore",
-    "Tokenization",
-    "build_inference_model",
-    "is_recurrent_layer",
-]
+_EXPORTS = {
+    "InferenceModel": "inference_model",
+    "build_inference_model": "inference_model",
+    "is_recurrent_layer": "inference_model",
+    "Scorer": "scorer",
+    "ScoringState": "scorer",
+    "SentenceScore": "scorer",
+    "Tokenization": "tokenization",
+    "SavedModelScorer": "loading",
+    "load_scorer": "loading",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
+    return getattr(module, name)

@@ -136,6 +136,8 @@ class Scorer:
     """
 
     def __init__(self, model, vocab, tokenization=None, batch_size=64):
+        self.config = None
+        self.model = None if isinstance(model, InferenceModel) else model
         if not isinstance(model, InferenceModel):
             model = build_inference_model(model)
         if model.vocab_size != len(vocab):
@@ -183,6 +185,7 @@ class Scorer:
         kwargs.setdefault("tokenization", tokenization_for_run(config, vocab))
         scorer = cls(model, vocab, **kwargs)
         scorer.config = config
+        scorer.model = model  # the stateless builder model (weights)
         return scorer
 
     # ---------------------------------------------------------- encoding

@@ -1,0 +1,176 @@
+"""``keras-rnnlm score | rescore | export`` (registered by ``cli.py``).
+
+keras-rnnlm score MODEL [FILE] [--json] [--no-bos] [--no-eos]
+keras-rnnlm rescore MODEL NBEST [--lm-weight W] [--word-penalty P]
+    [--reference REF] [--out FILE]
+keras-rnnlm export RUN_DIR OUT/NAME/VERSION [--top-k K] [--overwrite]
+
+MODEL is a run directory (``config.json``, ``vocab.json``,
+``best.weights.h5``) or an exported SavedModel directory; FILE ``-`` or
+absent reads stdin. Lines are read as bytes and decoded as UTF-8 with
+invalid bytes replaced (they become OOV tokens).
+"""
+
+import json
+import math
+import sys
+
+
+def _open_lines(path):
+    stream = sys.stdin.buffer if path in (None, "-") else open(path, "rb")
+    try:
+        for raw in stream:
+            yield raw.rstrip(b"\n").decode("utf-8", errors="replace")
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+
+
+def _score(args):
+    from keras_rnnlm.scoring.loading import load_scorer
+
+    scorer = load_scorer(args.model, weights=args.weights)
+    lines = list(_open_lines(args.file))
+    results = []
+    for start in range(0, len(lines), 4096):
+        chunk = lines[start : start + 4096]
+        results.extend(
+            scorer.score_sentences(
+                chunk, bos=not args.no_bos, eos=not args.no_eos
+            )
+        )
+    out = sys.stdout
+    total_ln = total_tok = total_oov = 0
+    for i, (line, r) in enumerate(zip(lines, results), 1):
+        total_ln += r.ln_prob
+        total_tok += r.num_tokens
+        total_oov += r.num_oov
+        ppl = r.perplexity if r.num_tokens else None
+        if args.json:
+            out.write(json.dumps({"line": i, **r.to_dict()}) + "\n")
+        else:
+            p = "nan" if ppl is None else f"{ppl:.4f}"
+            out.write(
+                f"{r.log10_prob:.6f}\t{r.num_tokens}\t{r.num_oov}\t{p}\t"
+                f"{line}\n"
+            )
+    summary = {
+        "sentences": len(lines),
+        "tokens": total_tok,
+        "oov": total_oov,
+        "log10_prob": total_ln / math.log(10.0),
+        "perplexity": math.exp(-total_ln / total_tok) if total_tok else None,
+    }
+    if args.json:
+        out.write(json.dumps({"summary": summary}) + "\n")
+    else:
+        ppl = summary["perplexity"]
+        out.write(
+            f"# corpus: {summary['sentences']} sentences, {total_tok} tokens, "
+            f"{total_oov} OOV, log10 prob {summary['log10_prob']:.4f}, "
+            f"perplexity {'nan' if ppl is None else f'{ppl:.4f}'}\n"
+        )
+    return 0
+
+
+def _rescore(args):
+    from keras_rnnlm.scoring import nbest
+    from keras_rnnlm.scoring.loading import load_scorer
+
+    lists = nbest.read_nbest(_open_lines(args.nbest))
+    if not lists:
+        raise nbest.NBestFormatError(f"{args.nbest}: no hypotheses")
+    scorer = load_scorer(args.model, weights=args.weights)
+    ranked = nbest.rescore(scorer, lists, args.lm_weight, args.word_penalty)
+    text = "\n".join(nbest.format_nbest(ranked)) + "\n"
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    if args.reference:
+        refs = nbest.read_references(_open_lines(args.reference))
+        before = nbest.word_error_rate(nbest.one_best(ranked, "base"), refs)
+        after = nbest.word_error_rate(nbest.one_best(ranked, "total"), refs)
+        report = {
+            "utterances": len(ranked),
+            "reference_words": before[2],
+            "wer_before": before[0],
+            "wer_after": after[0],
+            "errors_before": before[1],
+            "errors_after": after[1],
+            "lm_weight": args.lm_weight,
+            "word_penalty": args.word_penalty,
+        }
+        print(
+            json.dumps(report), file=sys.stderr if not args.out else sys.stdout
+        )
+    return 0
+
+
+def _export(args):
+    from keras_rnnlm.export import export_saved_model
+
+    path = export_saved_model(
+        args.run_dir,
+        args.out,
+        weights=args.weights,
+        top_k=args.top_k,
+        overwrite=args.overwrite,
+    )
+    print(f"Exported SavedModel to {path}")
+    return 0
+
+
+def _handle(func):
+    def run(args):
+        from keras_rnnlm.data.errors import DataError
+        from keras_rnnlm.scoring.nbest import NBestFormatError
+
+        try:
+            return func(args)
+        except (FileNotFoundError, FileExistsError, NBestFormatError) as e:
+            print(f"keras-rnnlm {args.command}: {e}", file=sys.stderr)
+            return 2
+        except DataError as e:
+            print(f"keras-rnnlm {args.command}: {e}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def add_scoring_commands(sub):
+    """Adds the score, rescore and export subcommands to ``sub``."""
+    s = sub.add_parser("score", help="log10 probability of each line")
+    s.add_argument("model", help="run directory or exported SavedModel")
+    s.add_argument("file", nargs="?", default="-", help="text file (- stdin)")
+    s.add_argument("--json", action="store_true", help="JSON lines output")
+    s.add_argument("--no-bos", action="store_true", help="see Scorer docs")
+    s.add_argument("--no-eos", action="store_true", help="no </s> term")
+    s.add_argument("--weights", help="weights file of a run directory")
+    s.set_defaults(func=_handle(_score))
+
+    r = sub.add_parser("rescore", help="rescore N-best lists with the LM")
+    r.add_argument("model", help="run directory or exported SavedModel")
+    r.add_argument(
+        "nbest", help="N-best file: utt_id<TAB>hypothesis<TAB>base score"
+    )
+    r.add_argument("--lm-weight", type=float, default=1.0)
+    r.add_argument(
+        "--word-penalty",
+        type=float,
+        default=0.0,
+        help="added per hypothesis word (word-insertion penalty if < 0)",
+    )
+    r.add_argument("--reference", help="utt_id<TAB>reference: report WER")
+    r.add_argument("--out", help="write the re-ranked lists here")
+    r.add_argument("--weights", help="weights file of a run directory")
+    r.set_defaults(func=_handle(_rescore))
+
+    e = sub.add_parser("export", help="export a run as a TF SavedModel")
+    e.add_argument("run_dir")
+    e.add_argument("out", help="OUT/NAME/VERSION, e.g. models/ptb_lm/1")
+    e.add_argument("--weights", help="weights file (default best.weights.h5)")
+    e.add_argument("--top-k", type=int, default=10)
+    e.add_argument("--overwrite", action="store_true")
+    e.set_defaults(func=_handle(_export))

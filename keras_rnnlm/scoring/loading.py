@@ -1,0 +1,100 @@
+"""Loading a scorer from a run directory or an exported SavedModel."""
+
+import json
+import math
+import os
+
+import numpy as np
+
+from keras_rnnlm.scoring.scorer import LN10
+from keras_rnnlm.scoring.scorer import Scorer
+from keras_rnnlm.scoring.scorer import SentenceScore
+
+
+def load_scorer(path, weights=None, **kwargs):
+    """A :class:`Scorer` (run directory) or :class:`SavedModelScorer`."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"No model at {path!r}")
+    if os.path.exists(os.path.join(path, "saved_model.pb")):
+        if weights:
+            raise ValueError("weights= applies to run directories only")
+        return SavedModelScorer(path, **kwargs)
+    return Scorer.from_run(path, weights=weights, **kwargs)
+
+
+class SavedModelScorer:
+    """The scoring API on an exported SavedModel (``score_text``).
+
+    Supports the sentence methods of :class:`Scorer` with ``bos=True,
+    eos=True`` (what the endpoint computes); streaming goes through the
+    ``initial_state`` / ``step`` endpoints (see ``export/README.md``).
+    """
+
+    def __init__(self, path, batch_size=256):
+        import tensorflow as tf
+        import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+
+        self._tf = tf
+        self.path = path
+        self.model = tf.saved_model.load(path)
+        self._fn = self.model.signatures["score_text"]
+        self.batch_size = int(batch_size)
+        meta = os.path.join(path, "assets", "keras_rnnlm.json")
+        self.metadata = {}
+        if os.path.exists(meta):
+            with open(meta) as f:
+                self.metadata = json.load(f)
+
+    def _check(self, bos, eos):
+        if not (bos and eos):
+            raise ValueError(
+                "An exported model scores with bos=True, eos=True only"
+            )
+
+    def score_sentences(self, sentences, bos=True, eos=True):
+        self._check(bos, eos)
+        if isinstance(sentences, (str, bytes)):
+            raise TypeError("score_sentences takes a list of sentences")
+        out = []
+        tf = self._tf
+        for start in range(0, len(sentences), self.batch_size):
+            chunk = [
+                s if isinstance(s, bytes) else s.encode("utf-8")
+                for s in sentences[start : start + self.batch_size]
+            ]
+            r = self._fn(sentences=tf.constant(chunk, tf.string))
+            lengths = r["lengths"].numpy()
+            tok = r["token_logprobs"].numpy()
+            flags = r["token_is_oov"].numpy()
+            strings = r["tokens"].numpy()
+            for i, n in enumerate(lengths):
+                out.append(
+                    SentenceScore(
+                        [t.decode("utf-8") for t in strings[i, :n]],
+                        tok[i, :n].astype(np.float64),
+                        [bool(f) for f in flags[i, :n]],
+                    )
+                )
+        return out
+
+    def score(self, sentence, bos=True, eos=True, natural_log=False):
+        r = self.score_sentences([sentence], bos, eos)[0]
+        return r.ln_prob if natural_log else r.log10_prob
+
+    def score_batch(self, sentences, bos=True, eos=True, natural_log=False):
+        rs = self.score_sentences(sentences, bos, eos)
+        return [r.ln_prob if natural_log else r.log10_prob for r in rs]
+
+    def perplexity(self, sentence, bos=True, eos=True):
+        return self.score_sentences([sentence], bos, eos)[0].perplexity
+
+    def corpus_perplexity(self, sentences, bos=True, eos=True):
+        rs = self.score_sentences(sentences, bos, eos)
+        n = sum(r.num_tokens for r in rs)
+        if not n:
+            raise ValueError("Nothing was scored: perplexity is undefined")
+        return math.exp(-sum(r.ln_prob for r in rs) / n)
+
+
+__all__ = ["LN10", "SavedModelScorer", "load_scorer"]
