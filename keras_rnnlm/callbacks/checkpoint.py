@@ -5,6 +5,7 @@ import math
 import os
 
 import keras
+import numpy as np
 
 from keras_rnnlm.callbacks.base import StatefulCallback
 
@@ -57,6 +58,37 @@ class BestCheckpoint(StatefulCallback):
             )
 
 
+def _seed_generators(model):
+    # Keyed by position in the (deterministic) layer walk plus name: layer
+    # paths are not set in functional models and cell names repeat.
+    layers = model._flatten_layers(include_self=True)
+    for k, layer in enumerate(layers):
+        for i, sg in enumerate(getattr(layer, "_seed_generators", ())):
+            yield f"{k}:{layer.name}/{i}", sg
+
+
+def seed_generator_states(model):
+    """``{key: state list}`` of every SeedGenerator of ``model``'s layers."""
+    return {
+        key: keras.ops.convert_to_numpy(sg.state.value).tolist()
+        for key, sg in _seed_generators(model)
+    }
+
+
+def set_seed_generator_states(model, states):
+    """Restores :func:`seed_generator_states`; unknown keys are errors."""
+    generators = dict(_seed_generators(model))
+    unknown = set(states) - set(generators)
+    if unknown:
+        raise ValueError(
+            f"Checkpoint has seed generators {sorted(unknown)} that the "
+            "model does not have: was the model config changed?"
+        )
+    for key, value in states.items():
+        sg = generators[key]
+        sg.state.assign(np.asarray(value, dtype=sg.state.dtype))
+
+
 class TrainingCheckpoint(keras.callbacks.Callback):
     """Everything needed to resume a run after it is killed.
 
@@ -67,8 +99,10 @@ class TrainingCheckpoint(keras.callbacks.Callback):
       count, momenta; Keras saves the compiled optimizer with the weights);
     * ``state.json``: the finished epoch, the epoch-log history, every
       :class:`StatefulCallback`'s state, the data stream's state and the
-      random-number state (the Keras seed-generator states are variables
-      of the model and are in the weights file).
+      random-number state: every ``keras.random.SeedGenerator`` state of
+      the model's layers (dropout masks), which ``save_weights`` does not
+      store; without it a resumed run would redraw the first epoch's
+      masks.
 
     :meth:`restore` loads them into a freshly built, compiled model and
     returns the epoch to continue from (``initial_epoch`` of ``fit``).
@@ -112,6 +146,7 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             "history": self.history,
             "callbacks": {c.state_key: c.get_state() for c in self._stateful()},
             "stream": self.stream.get_state() if self.stream else None,
+            "seed_generators": seed_generator_states(self.model),
         }
         # Weights first, then the state that points at them: a kill between
         # the two renames leaves the previous consistent pair or a newer
@@ -136,6 +171,7 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         for c in self._stateful():
             if c.state_key in state["callbacks"]:
                 c.set_state(state["callbacks"][c.state_key])
+        set_seed_generator_states(model, state.get("seed_generators", {}))
         if self.stream is not None and state.get("stream"):
             self.stream.set_state(state["stream"])
         self.history = state["history"]

@@ -50,7 +50,11 @@ def _weights(cfg):
     return [np.asarray(w) for w in model.get_weights()]
 
 
-def test_resume_equals_uninterrupted(tiny_config, tmp_path):
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_resume_equals_uninterrupted(tiny_config, tmp_path, dropout):
+    """Resuming after epoch 1 gives the weights of an uninterrupted run;
+    with dropout too (the dropout seed generators' states are restored)."""
+    tiny_config = apply_overrides(tiny_config, [f"model.dropout={dropout}"])
     straight = apply_overrides(
         tiny_config, [f"train.out_dir={tmp_path / 'straight'}"]
     )
