@@ -49,9 +49,17 @@ def train_tiny_run(out, corpus_dir, level="word", epochs=3):
     return str(out)
 
 
+def shared_tiny_run(tmp_path_factory, corpus_dir):
+    """The run, trained once per session (tests/export reuses it)."""
+    out = tmp_path_factory.getbasetemp() / "tiny_scoring_run"
+    if not (out / "best.weights.h5").exists():
+        train_tiny_run(out, corpus_dir)
+    return str(out)
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tiny_corpus_dir, tmp_path_factory):
-    return train_tiny_run(tmp_path_factory.mktemp("tiny_run"), tiny_corpus_dir)
+    return shared_tiny_run(tmp_path_factory, tiny_corpus_dir)
 
 
 @pytest.fixture(scope="session")

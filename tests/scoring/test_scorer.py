@@ -103,6 +103,7 @@ def test_streaming_segments_equal_whole(tiny_scorer):
     )
 
 
+@pytest.mark.slow
 def test_stream_equals_evaluator_on_test_split(tiny_scorer, tiny_corpus_dir):
     # Streaming the whole test split (one <eos> per line, the first token
     # as context) is the evaluator's batch-1 stream: same perplexity.
@@ -164,7 +165,7 @@ def test_missing_run_is_a_clear_error(tmp_path):
 
 
 @settings(
-    max_examples=15,
+    max_examples=10,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
@@ -193,7 +194,9 @@ def test_char_level_scores_characters():
     assert raw.encode("a_b")[0] == ["a", "_", "b"]
 
 
-@pytest.mark.parametrize("cell", ["gru", "mlstm"])
+@pytest.mark.parametrize(
+    "cell", ["gru", pytest.param("mlstm", marks=pytest.mark.slow)]
+)
 def test_inference_model_for_other_cells(cell):
     cfg = ModelConfig(embedding_dim=8, hidden_sizes=[8], cell=cell)
     model = build_language_model(cfg, 12, None, stateful=False, seed=0)

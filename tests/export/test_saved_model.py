@@ -1,0 +1,230 @@
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from keras_rnnlm.scoring import Scorer
+
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+CLIENT = os.path.join(ROOT, "export", "examples", "tf_only_client.py")
+REQUEST = os.path.join(ROOT, "export", "examples", "score_text_request.json")
+TOL = 1e-4  # max abs difference per token, natural log
+
+
+def _sentences():
+    sents = [
+        "the cat sees a ball .",
+        "a zebra likes the okapi .",  # OOV words
+        "",  # empty line
+        "   ",  # whitespace only
+        " ".join(["my friend eats some food ."] * 30),  # > any window
+        "the \ufffd cat",
+    ]
+    ptb = os.path.join(os.environ.get("KERAS_RNNLM_DATA", ""), "ptb/test.txt")
+    if os.path.exists(ptb):
+        with open(ptb) as f:
+            sents += [next(f).strip() for _ in range(3)]  # real PTB lines
+    return sents
+
+
+def _graph_ops(path):
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    sm = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        sm.ParseFromString(f.read())
+    ops = set()
+    for mg in sm.meta_graphs:
+        ops.update(n.op for n in mg.graph_def.node)
+        for fn in mg.graph_def.library.function:
+            ops.update(n.op for n in fn.node_def)
+    return ops
+
+
+def test_untrained_export_in_process(tmp_path):
+    """Fast default check: layout, no cuDNN op, score_text == Scorer."""
+    import tensorflow as tf
+
+    from keras_rnnlm.config import ModelConfig
+    from keras_rnnlm.data import build_vocabulary
+    from keras_rnnlm.export import export_saved_model
+    from keras_rnnlm.models import build_language_model
+
+    vocab = build_vocabulary([["the", "cat", "sees", "a", "ball", "."]])
+    cfg = ModelConfig(embedding_dim=8, hidden_sizes=[8], head="tied")
+    model = build_language_model(cfg, len(vocab), None, stateful=False)
+    scorer = Scorer(model, vocab)
+    path = export_saved_model(scorer, str(tmp_path / "lm" / "1"))
+    assert not {op for op in _graph_ops(path) if op.startswith("Cudnn")}
+    loaded = tf.saved_model.load(path)
+    assert set(loaded.signatures) >= {"serving_default", "score_text", "step"}
+    sents = ["the cat sees a ball .", "", "zebra the", "a " * 30]
+    r = loaded.signatures["serving_default"](sentences=tf.constant(sents))
+    for i, ref in enumerate(scorer.score_sentences(sents)):
+        n = int(r["lengths"][i])
+        assert n == ref.num_tokens and int(r["num_oov"][i]) == ref.num_oov
+        np.testing.assert_allclose(
+            r["token_logprobs"][i][:n].numpy(), ref.ln_probs, atol=TOL
+        )
+
+
+@pytest.mark.slow
+def test_layout_assets_and_no_cudnn(exported):
+    _, path = exported
+    assert os.path.basename(path) == "1"
+    assert os.path.exists(os.path.join(path, "saved_model.pb"))
+    with open(os.path.join(path, "assets", "vocab.txt")) as f:
+        vocab = f.read().splitlines()
+    with open(os.path.join(path, "assets", "keras_rnnlm.json")) as f:
+        meta = json.load(f)
+    assert len(vocab) == meta["vocab_size"] and "<unk>" in vocab
+    ops = _graph_ops(path)
+    assert not {op for op in ops if op.startswith("Cudnn")}
+    assert any("Whitespace" in op for op in ops)  # tensorflow_text inside
+    # Inference only: no optimizer or gradient ops, no random ops.
+    assert not {op for op in ops if op.startswith(("ApplyAdam", "Resource"))}
+    assert not {op for op in ops if "Random" in op or "Dropout" in op}
+
+
+@pytest.mark.slow
+def test_parity_in_fresh_tf_only_process(exported, tmp_path):
+    run, path = exported
+    scorer = Scorer.from_run(run)
+    sents = _sentences()
+    ref = scorer.score_sentences(sents)
+    ids_rows = [scorer.encode(s)[1].tolist() for s in sents]
+    width = max(len(r) for r in ids_rows)
+    ids = [r + [0] * (width - len(r)) for r in ids_rows]
+    prefixes = ["the cat", "", "zebra"]
+    stream = scorer.vocab.encode("a dog likes the tree .".split()).tolist()
+    spec = {
+        "sentences": sents,
+        "ids": ids,
+        "lengths": [len(r) for r in ids_rows],
+        "prefixes": prefixes,
+        "stream_ids": stream,
+    }
+    spec_path = tmp_path / "inputs.json"
+    spec_path.write_text(json.dumps(spec))
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.run(
+        [sys.executable, CLIENT, path, "--all", str(spec_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(tmp_path),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["keras_rnnlm_imported"] is False
+
+    for name in ("score_text", "score_ids"):
+        got = out[name]
+        for i, r in enumerate(ref):
+            n = got["lengths"][i]
+            assert n == r.num_tokens
+            np.testing.assert_allclose(
+                got["token_logprobs"][i][:n], r.ln_probs, atol=TOL
+            )
+            assert got["ln_prob"][i] == pytest.approx(r.ln_prob, abs=1e-3)
+            assert got["log10_prob"][i] == pytest.approx(r.log10_prob, abs=1e-3)
+    text = out["score_text"]
+    for i, r in enumerate(ref):
+        n = text["lengths"][i]
+        assert text["num_oov"][i] == r.num_oov
+        assert text["tokens"][i][:n] == r.tokens
+        assert text["token_is_oov"][i][:n] == r.oov
+    assert text["num_oov"][1] == 2  # zebra, okapi
+
+    # next_token_logprobs == the scorer's distribution after the prefix.
+    for i, prefix in enumerate(prefixes):
+        want = [
+            scorer.full_scores(f"{prefix} {t}", eos=False, natural_log=True)[
+                -1
+            ][0]
+            for t in scorer.vocab.tokens
+        ]
+        got = out["next_token_logprobs"]["log_probs"][i]
+        np.testing.assert_allclose(got, want, atol=TOL)
+        top = out["next_token_logprobs"]["top_k_ids"][i]
+        assert top[0] == int(np.argmax(want))
+
+    # initial_state/step streaming == Scorer.continue_ (no <eos>).
+    _, seg = scorer.continue_(scorer.begin(), "a dog likes the tree .")
+    np.testing.assert_allclose(out["step"], seg.ln_probs, atol=TOL)
+
+
+@pytest.mark.slow
+def test_score_ids_rejects_bad_ids(exported):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    model = tf.saved_model.load(exported[1])
+    fn = model.signatures["score_ids"]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="vocabulary"):
+        fn(token_ids=tf.constant([[1, 10**6]]), lengths=tf.constant([2]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="lengths"):
+        fn(token_ids=tf.constant([[1, 2]]), lengths=tf.constant([3]))
+    r = model.signatures["score_text"](sentences=tf.constant([b"\xff\xfe"]))
+    assert int(r["num_oov"][0]) == 1 and int(r["num_tokens"][0]) == 2
+
+
+@pytest.mark.slow
+def test_saved_model_cli_accepts_the_documented_request(exported):
+    """The REST request of export/README.md matches the signature."""
+    with open(REQUEST) as f:
+        request = json.load(f)
+    sentences = [i["sentences"] for i in request["instances"]]
+    code = (
+        "import sys, tensorflow_text; "
+        "from tensorflow.python.tools import saved_model_cli; "
+        "sys.argv = sys.argv[1:]; saved_model_cli.main()"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            "saved_model_cli",
+            "run",
+            "--dir",
+            exported[1],
+            "--tag_set",
+            "serve",
+            "--signature_def",
+            request["signature_name"],
+            "--input_exprs",
+            f"sentences={sentences!r}",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "log10_prob" in proc.stdout and "num_oov" in proc.stdout
+
+
+@pytest.mark.slow
+def test_cli_export_score_rescore(export_run, tmp_path, capsys):
+    from keras_rnnlm.cli import main
+
+    out = tmp_path / "models" / "lm" / "1"
+    assert main(["export", export_run, str(out)]) == 0
+    assert main(["export", export_run, str(out)]) == 2  # exists
+    text = tmp_path / "in.txt"
+    text.write_bytes(b"the cat sees a ball .\n\nzebra \xff\n")
+    capsys.readouterr()
+    assert main(["score", str(out), str(text), "--json"]) == 0
+    saved = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert main(["score", export_run, str(text), "--json"]) == 0
+    keras_ = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(saved) == 4 and "summary" in saved[-1]
+    for a, b in zip(saved[:-1], keras_[:-1]):
+        assert a["num_tokens"] == b["num_tokens"]
+        assert a["num_oov"] == b["num_oov"]
+        assert a["log10_prob"] == pytest.approx(b["log10_prob"], abs=1e-3)
