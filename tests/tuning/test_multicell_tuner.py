@@ -1,0 +1,73 @@
+import copy
+import importlib.util
+import os
+
+import keras_tuner
+import pytest
+
+from keras_rnnlm.tuning.multicell import MultiCellHyperModel
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+
+
+def _load(name):
+    path = os.path.join(ROOT, "recipes", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"recipe_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tiny_overrides(corpus_dir):
+    return [
+        f"data.corpus={corpus_dir}",
+        "data.level=word",
+        "data.batch_size=4",
+        "data.bptt=8",
+        "data.eval_batch_size=2",
+        "model.embedding_dim=8",
+        "model.hidden_sizes=[8]",
+        "train.learning_rate=8.0",
+        "train.verbose=0",
+        "train.tensorboard=false",
+    ]
+
+
+def test_tuner_end_to_end_writes_table_and_plot(tiny_corpus_dir, tmp_path):
+    tune = _load("tune_multicell")
+    out = tmp_path / "tune"
+    argv = ["--max-trials", "3", "--epochs", "2", "--out", str(out)]
+    argv += ["--cells", "2", "3", "--strategies", "max", "min_max"]
+    for item in _tiny_overrides(tiny_corpus_dir):
+        argv += ["--set", item]
+    rows = tune.run(argv)
+    assert len(rows) == 3
+    for r in rows:
+        assert r["num_cells"] in (2, 3)
+        assert r["strategy"] in ("max", "min_max")
+        assert (r["o_thr"] is not None) == (r["strategy"] == "min_max")
+        assert 1.0 < r["val_ppl"] < 100.0  # a tiny vocabulary
+    assert [r["val_ppl"] for r in rows] == sorted(r["val_ppl"] for r in rows)
+    for name in ("results.csv", "results.md", "ppl_vs_cells.png"):
+        assert (out / name).stat().st_size > 0
+    assert "num_cells" in (out / "results.md").read_text()
+
+
+def test_hypermodel_space_and_deepcopy(tiny_corpus_dir):
+    tune = _load("tune_multicell")
+    config = tune.base_config("small", _tiny_overrides(tiny_corpus_dir))
+    from keras_rnnlm.training.trainer import load_run_corpus
+
+    hm = MultiCellHyperModel(
+        config, load_run_corpus(config), cells=(2, 50), strategies=["min_max"]
+    )
+    hp = keras_tuner.HyperParameters()
+    trial = hm.trial_config(hp)
+    assert trial.model.cell == "multicell_lstm"
+    kw = trial.model.cell_kwargs
+    assert kw["num_cells"] == 2 and kw["strategy"] == "min_max"
+    assert 0.1 <= kw["output_threshold"] <= 0.9
+    assert set(hp.values) == {"num_cells", "strategy", "o_thr"}
+    copy.deepcopy(hm)  # nothing un-copyable is held
+    with pytest.raises(ValueError, match="strategies"):
+        MultiCellHyperModel(config, None, strategies=["median"])
