@@ -48,6 +48,7 @@ import tempfile
 import keras
 import numpy as np
 
+from keras_rnnlm.scoring.inference_model import build_inference_model
 from keras_rnnlm.scoring.scorer import TIME_BUCKET
 from keras_rnnlm.scoring.scorer import Scorer
 from keras_rnnlm.scoring.scorer import token_log_probs
@@ -313,7 +314,14 @@ class _Graph:
 
 
 def export_saved_model(
-    source, path, *, weights=None, top_k=10, overwrite=False, verbose=False
+    source,
+    path,
+    *,
+    weights=None,
+    top_k=10,
+    portable=False,
+    overwrite=False,
+    verbose=False,
 ):
     """Exports a run (or a :class:`Scorer`) as a servable SavedModel.
 
@@ -325,6 +333,9 @@ def export_saved_model(
             positive integer).
         weights: weights file of a run (default ``best.weights.h5``).
         top_k: number of candidates of ``next_token_logprobs``.
+        portable: export the recurrent layers' generic (non-XLA) loop
+            instead of the fused XLA-compiled one (for serving binaries
+            without XLA JIT; same numbers, slower).
         overwrite: replace an existing export at ``path``.
         verbose: let Keras print the exported variables.
 
@@ -337,6 +348,18 @@ def export_saved_model(
         if isinstance(source, Scorer)
         else Scorer.from_run(source, weights=weights)
     )
+    if portable:
+        if scorer.model is None:
+            raise ValueError(
+                "portable=True needs a Scorer built from a Keras model, not "
+                "from an InferenceModel"
+            )
+        scorer = Scorer(
+            build_inference_model(scorer.model, portable=True),
+            scorer.vocab,
+            scorer.tokenization,
+            scorer.batch_size,
+        )
     path = os.fspath(path)
     if os.path.exists(path):
         if not overwrite:

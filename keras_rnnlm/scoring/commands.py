@@ -116,6 +116,7 @@ def _export(args):
         args.out,
         weights=args.weights,
         top_k=args.top_k,
+        portable=args.portable,
         overwrite=args.overwrite,
     )
     print(f"Exported SavedModel to {path}")
@@ -172,5 +173,10 @@ def add_scoring_commands(sub):
     e.add_argument("out", help="OUT/NAME/VERSION, e.g. models/ptb_lm/1")
     e.add_argument("--weights", help="weights file (default best.weights.h5)")
     e.add_argument("--top-k", type=int, default=10)
+    e.add_argument(
+        "--portable",
+        action="store_true",
+        help="generic recurrent loop, no XLA-compiled function in the graph",
+    )
     e.add_argument("--overwrite", action="store_true")
     e.set_defaults(func=_handle(_export))

@@ -50,9 +50,13 @@ def is_recurrent_layer(layer):
         return False
 
 
-def _twin(layer):
+def _twin(layer, portable=False):
     config = layer.get_config()
     config.update(return_state=True, stateful=False)
+    if portable and "fused" in config:
+        # The package's layers then run Keras's generic loop (a plain
+        # tf.while_loop) instead of their XLA-compiled fused loop.
+        config["fused"] = False
     if "use_cudnn" in config:
         # No cuDNN-only ops in an inference graph (CPU servers).
         config["use_cudnn"] = False
@@ -100,7 +104,7 @@ class InferenceModel:
         return out[0], list(out[1:])
 
 
-def build_inference_model(model):
+def build_inference_model(model, portable=False):
     """Builds the :class:`InferenceModel` of a stateless builder model.
 
     Args:
@@ -109,6 +113,10 @@ def build_inference_model(model):
             ``build_language_model(config, V, None, stateful=False)`` with
             trained weights loaded. A stateful model is rejected (its state
             variables would be shared between requests).
+
+        portable: build the recurrent twins with ``fused=False`` where the
+            layer has that option: no XLA-compiled function in the graph
+            (for serving binaries without XLA), same numbers, slower.
 
     Returns:
         An :class:`InferenceModel` sharing the non-recurrent layers (and
@@ -149,7 +157,7 @@ def build_inference_model(model):
     twins = {}
     names, shapes, inputs = [], [], {}
     for i, layer in enumerate(layers):
-        twin = _twin(layer)
+        twin = _twin(layer, portable)
         twins[id(layer)] = (i, twin)
         layer_shapes = _state_shapes(layer)
         state_inputs = []
