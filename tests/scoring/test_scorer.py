@@ -217,3 +217,53 @@ def test_stateful_model_rejected():
     model = build_language_model(cfg, 12, 2, stateful=True, seed=0)
     with pytest.raises(ValueError, match="stateful"):
         build_inference_model(model)
+
+
+_AWD = dict(
+    embedding_dim=8,
+    hidden_sizes=[12, 8],
+    locked_dropout=True,
+    dropout=0.4,
+    dropouth=0.25,
+    dropouti=0.4,
+    dropoute=0.1,
+    dropoutl=0.3,
+)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        dict(head="tied", weight_dropout=0.5, ar_alpha=2.0, tar_beta=1.0),
+        pytest.param(
+            dict(head="mos", mixture_components=3), marks=pytest.mark.slow
+        ),
+        pytest.param(
+            dict(head="doc", mixture_components=[1, 2, 3]),
+            marks=pytest.mark.slow,
+        ),
+    ],
+    ids=["awd_lstm", "mos", "doc"],
+)
+def test_inference_model_for_awd_family(extra):
+    """The generic inference graph also covers the AWD-LSTM family
+    (weight drop, locked/embedding dropout, MoS and DOC heads)."""
+    import dataclasses
+
+    fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    if not {"weight_dropout", "mixture_components"} <= fields:
+        pytest.skip("the AWD-LSTM family is not in the builder yet")
+    cfg = ModelConfig(**_AWD, **extra)
+    model = build_language_model(cfg, 20, None, stateful=False, seed=1)
+    inf = build_inference_model(model)
+    x = np.random.default_rng(0).integers(0, 20, (2, 7)).astype("int32")
+    ref = np.asarray(model(x, training=False))
+    a, s = inf(x[:, :3], inf.zero_states(2))
+    b, _ = inf(x[:, 3:], s)
+    np.testing.assert_allclose(
+        np.concatenate([np.asarray(a), np.asarray(b)], 1), ref, atol=1e-5
+    )
+    vocab = Vocabulary([f"w{i}" for i in range(19)] + ["<eos>"])
+    scorer = Scorer(inf, vocab)
+    fs = scorer.full_scores("w1 w2 w3")
+    assert sum(p for p, _ in fs) == pytest.approx(scorer.score("w1 w2 w3"))
