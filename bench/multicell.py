@@ -34,6 +34,7 @@ import time
 
 VOCAB, BATCH, BPTT = 10000, 20, 35
 SIZES = {"small": (200, 0.4), "medium": (650, 0.5), "large": (1500, 0.65)}
+SCOPE = ["model"]  # or "layer" (set by --scope)
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
@@ -48,6 +49,8 @@ def measure_keras(impl, size, cells, strategy, steps):
     from keras_rnnlm.training import compile_model
 
     units, dropout = SIZES[size]
+    if SCOPE[0] == "layer":
+        return measure_layer(impl, units, cells, strategy, steps)
     if impl == "lstm":
         name, kwargs = "lstm", {}
     else:
@@ -81,6 +84,45 @@ def measure_keras(impl, size, cells, strategy, steps):
     t = time.perf_counter()
     model.evaluate(x, y, batch_size=BATCH, verbose=0)
     evaluate = x.size / (time.perf_counter() - t)
+    return train, evaluate, model.count_params()
+
+
+def measure_layer(impl, units, cells, strategy, steps):
+    """One recurrent layer alone (inputs of width ``units``, MSE to zero):
+    the recurrence without the embedding and the 10000-way softmax."""
+    import keras
+    import numpy as np
+
+    from keras_rnnlm.layers.lstm import LSTM
+    from keras_rnnlm.layers.multicell_lstm import MultiCellLSTM
+
+    if impl == "lstm":
+        layer = LSTM(units, return_sequences=True, stateful=True)
+    else:
+        layer = MultiCellLSTM(
+            units,
+            num_cells=cells,
+            strategy=strategy,
+            fused=impl == "fused",
+            return_sequences=True,
+            stateful=True,
+        )
+    model = keras.Sequential(
+        [keras.Input(batch_shape=(BATCH, BPTT, units)), layer]
+    )
+    model.compile(optimizer=keras.optimizers.SGD(1.0), loss="mse")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(BATCH * steps, BPTT, units)).astype("float32")
+    y = np.zeros((BATCH * steps, BPTT, units), "float32")
+    warm = BATCH * 2
+    model.fit(x[:warm], y[:warm], batch_size=BATCH, verbose=0, shuffle=False)
+    t = time.perf_counter()
+    model.fit(x, y, batch_size=BATCH, verbose=0, shuffle=False)
+    train = BATCH * steps * BPTT / (time.perf_counter() - t)
+    model.predict(x[:warm], batch_size=BATCH, verbose=0)
+    t = time.perf_counter()
+    model.predict(x, batch_size=BATCH, verbose=0)
+    evaluate = BATCH * steps * BPTT / (time.perf_counter() - t)
     return train, evaluate, model.count_params()
 
 
@@ -190,6 +232,8 @@ def run_child(impl, size, cells, strategy, steps):
             str(cells),
             strategy,
             str(steps),
+            "--scope",
+            SCOPE[0],
         ],
         capture_output=True,
         text=True,
@@ -222,8 +266,15 @@ def main():
         help="intra-op threads of TensorFlow and PyTorch (default: their "
         "defaults); 1 gives comparable numbers on a busy machine",
     )
+    p.add_argument(
+        "--scope",
+        choices=("model", "layer"),
+        default="model",
+        help="the whole language model, or one recurrent layer alone",
+    )
     p.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
+    SCOPE[0] = args.scope
     if args.threads:
         os.environ["TF_NUM_INTRAOP_THREADS"] = str(args.threads)
         os.environ["TF_NUM_INTEROP_THREADS"] = "1"
@@ -239,9 +290,11 @@ def main():
     load = os.getloadavg()[0]
     records = []
     for size in args.sizes:
-        samples = {impl: [] for impl in args.impls}
+        layer_only = args.scope == "layer"
+        impls = [i for i in args.impls if not (i == "torch" and layer_only)]
+        samples = {impl: [] for impl in impls}
         for _ in range(args.repeats):  # interleaved repeats
-            for impl in args.impls:
+            for impl in impls:
                 samples[impl].append(
                     run_child(impl, size, args.cells, args.strategy, args.steps)
                 )
@@ -256,8 +309,8 @@ def main():
             for phase in ("train", "eval"):
                 rec = {
                     "kind": "throughput",
-                    "name": f"multicell_{size}_m{args.cells}_"
-                    f"{args.strategy}_{phase}",
+                    "name": f"multicell_{args.scope}_{size}_"
+                    f"m{args.cells}_{args.strategy}_{phase}",
                     "model": impl,
                     "value": round(m[phase], 1),
                     "unit": "tok/s",

@@ -76,8 +76,8 @@ others converge to one geometrically.
 :class:`MultiCellLSTM` is the layer to use: the input projection
 ``x W + b`` is computed for the whole sequence as one matrix product
 before the time loop and the loop (``h U``, gates, cells, selection) is
-compiled (XLA on TensorFlow, part of the jitted step on JAX), with
-gradients through :func:`keras_rnnlm.layers.recurrence.make_fused_scan`.
+compiled (XLA on TensorFlow, part of the jitted step on JAX), with a
+hand-written backward loop (:func:`multicell_recurrence`).
 """
 
 import functools
@@ -162,6 +162,24 @@ def _select(cells, o, noise, weights, spec):
     raise ValueError(f"Unknown strategy {strategy!r}")
 
 
+def _step_full(x, h, c_flat, weights, spec):
+    """One step; returns ``(h', C', z)`` with ``z`` the gate
+    pre-activations (kept by the forward loop for the backward pass)."""
+    num_cells = spec[1]
+    units = h.shape[-1]
+    z = x[:, : 4 * units] + ops.matmul(h, weights[0])
+    i = ops.sigmoid(z[:, :units])
+    f = ops.sigmoid(z[:, units : 2 * units])
+    a = ops.tanh(z[:, 2 * units : 3 * units])
+    o = ops.sigmoid(z[:, 3 * units :])
+    cells = ops.reshape(c_flat, (-1, num_cells, units))
+    cells = ops.expand_dims(i * a, 1) + ops.expand_dims(f, 1) * cells
+    noise = x[:, 4 * units :] if spec[0] == "random" else None
+    c_eff = _select(cells, o, noise, weights, spec)
+    h = o * ops.tanh(c_eff)
+    return h, ops.reshape(cells, (-1, num_cells * units)), z
+
+
 def multicell_step(x, states, weights, spec):
     """One time step of the multi-cell LSTM from its projected input.
 
@@ -176,20 +194,184 @@ def multicell_step(x, states, weights, spec):
     Returns:
         ``(h', (h', C'))``.
     """
-    _, num_cells, _, _ = spec
-    h, c_flat = states
-    units = h.shape[-1]
-    z = x[:, : 4 * units] + ops.matmul(h, weights[0])
-    i = ops.sigmoid(z[:, :units])
-    f = ops.sigmoid(z[:, units : 2 * units])
-    a = ops.tanh(z[:, 2 * units : 3 * units])
-    o = ops.sigmoid(z[:, 3 * units :])
-    cells = ops.reshape(c_flat, (-1, num_cells, units))
-    cells = ops.expand_dims(i * a, 1) + ops.expand_dims(f, 1) * cells
-    noise = x[:, 4 * units :] if spec[0] == "random" else None
-    c_eff = _select(cells, o, noise, weights, spec)
-    h = o * ops.tanh(c_eff)
-    return h, (h, ops.reshape(cells, (-1, num_cells * units)))
+    h, c, _ = _step_full(x, states[0], states[1], weights, spec)
+    return h, (h, c)
+
+
+def _tie_split(values, target):
+    """Mask of ``values == target`` over the cells, divided by the number
+    of ties (the gradient autodiff gives ``max``/``min``)."""
+    mask = ops.cast(ops.equal(values, ops.expand_dims(target, 1)), values.dtype)
+    return mask / ops.sum(mask, axis=1, keepdims=True)
+
+
+def _selection_grad(cells, o, noise, weights, spec):
+    """``d c_eff / d cells`` as (B, m, H) weights, and for
+    ``learnable_max`` the (B, m, H) factor of ``d c_eff / d cell_weights``.
+    """
+    strategy, num_cells, static_w, threshold = spec
+    if strategy == "mean":
+        return ops.ones_like(cells) / num_cells, None
+    if strategy == "weighted":
+        w = ops.convert_to_tensor(static_w, dtype=cells.dtype)
+        return ops.ones_like(cells) * ops.reshape(w, (1, -1, 1)), None
+    if strategy == "max":
+        return _tie_split(cells, ops.max(cells, axis=1)), None
+    if strategy == "min_max":
+        low = _tie_split(cells, ops.min(cells, axis=1))
+        high = _tie_split(cells, ops.max(cells, axis=1))
+        return ops.where(ops.expand_dims(o < threshold, 1), low, high), None
+    if strategy == "learnable_max":
+        w = ops.expand_dims(weights[1], 0)
+        scaled = cells * w
+        mask = _tie_split(scaled, ops.max(scaled, axis=1))
+        return mask * w, mask * cells
+    if strategy == "random":
+        index = ops.minimum(
+            ops.cast(ops.floor(noise * num_cells), "int32"), num_cells - 1
+        )
+        return ops.one_hot(index, num_cells, axis=1, dtype=cells.dtype), None
+    raise ValueError(f"Unknown strategy {strategy!r}")
+
+
+def _mc_forward(xs_tm, h0, c0, weights, spec):
+    """Forward loop; saves h, the cells and the gate pre-activations."""
+
+    def step(carry, inputs):
+        h, c, z = _step_full(inputs[0], carry[0], carry[1], weights, spec)
+        return (h, c), (h, c, z)
+
+    _, (h_all, c_all, z_all) = recurrence.scan(step, (h0, c0), (xs_tm,))
+    return h_all, c_all, z_all
+
+
+def _mc_backward(
+    xs_tm, h0, c0, weights, h_all, c_all, z_all, d_out, d_h, d_c, spec
+):
+    """Reverse loop of the multi-cell recurrence.
+
+    Returns ``(dz_all, dh0, dc0, d_cell_weights)``; ``dz_all`` is the
+    gradient of the gate pre-activations (= of the input projections).
+    """
+    num_cells = spec[1]
+    units = h0.shape[-1]
+    c_prev_all = ops.concatenate([c0[None], c_all[:-1]], axis=0)
+    rk_t = ops.transpose(weights[0])
+    learnable = spec[0] == "learnable_max"
+
+    def step(carry, inputs):
+        dh_next, dc_next, dw = carry
+        dh_o, x, z, c, c_prev = inputs
+        i = ops.sigmoid(z[:, :units])
+        f = ops.sigmoid(z[:, units : 2 * units])
+        a = ops.tanh(z[:, 2 * units : 3 * units])
+        o = ops.sigmoid(z[:, 3 * units :])
+        cells = ops.reshape(c, (-1, num_cells, units))
+        noise = x[:, 4 * units :] if spec[0] == "random" else None
+        c_eff = _select(cells, o, noise, weights, spec)
+        pick, w_factor = _selection_grad(cells, o, noise, weights, spec)
+        dh = dh_o + dh_next
+        tc = ops.tanh(c_eff)
+        dc_eff = dh * o * (1.0 - tc * tc)
+        d_cells = ops.reshape(dc_next, (-1, num_cells, units))
+        d_cells = d_cells + ops.expand_dims(dc_eff, 1) * pick
+        if learnable:
+            dw = dw + ops.sum(ops.expand_dims(dc_eff, 1) * w_factor, axis=0)
+        prev = ops.reshape(c_prev, (-1, num_cells, units))
+        d_ia = ops.sum(d_cells, axis=1)
+        d_f = ops.sum(d_cells * prev, axis=1)
+        dz = ops.concatenate(
+            [
+                d_ia * a * i * (1.0 - i),
+                d_f * f * (1.0 - f),
+                d_ia * i * (1.0 - a * a),
+                dh * tc * o * (1.0 - o),
+            ],
+            axis=-1,
+        )
+        d_c_prev = d_cells * ops.expand_dims(f, 1)
+        return (
+            ops.matmul(dz, rk_t),
+            ops.reshape(d_c_prev, (-1, num_cells * units)),
+            dw,
+        ), (dz,)
+
+    dw0 = ops.zeros_like(weights[1]) if learnable else ops.zeros((), h0.dtype)
+    (dh0, dc0, dw), (dz_all,) = recurrence.scan(
+        step,
+        (d_h, d_c, dw0),
+        (d_out, xs_tm, z_all, c_all, c_prev_all),
+        reverse=True,
+    )
+    return dz_all, dh0, dc0, dw
+
+
+@functools.cache
+def _compiled_recurrence(spec):
+    forward = recurrence.compile_loop(functools.partial(_mc_forward, spec=spec))
+    backward = recurrence.compile_loop(
+        functools.partial(_mc_backward, spec=spec)
+    )
+    return forward, backward
+
+
+def multicell_recurrence(xs_tm, h0, c0, weights, spec):
+    """The multi-cell recurrence over time-major projected inputs, with a
+    hand-written backward pass.
+
+    Args:
+        xs_tm: (T, B, 4H [+ H noise]) inputs of :func:`multicell_step`.
+        h0, c0: (B, H), (B, m * H) initial states.
+        weights: ``(recurrent_kernel[, cell_weights])``.
+        spec: see :func:`multicell_step`.
+
+    Returns:
+        ``(outputs_tm, h_T, C_T)``; differentiable with respect to
+        ``xs_tm`` (the noise columns get zero gradient), ``h0``, ``c0`` and
+        the weights. The reverse loop carries ``dh`` and the ``m`` cells'
+        gradients; the recurrent-kernel gradient is one matrix product over
+        all steps after it.
+    """
+    forward, backward = _compiled_recurrence(spec)
+    weights = tuple(weights)
+    n_w = len(weights)
+
+    @ops.custom_gradient
+    def _run(xs_tm, h0, c0, *weights):
+        sg = ops.stop_gradient
+        h_all, c_all, z_all = forward(
+            sg(xs_tm), sg(h0), sg(c0), tuple(sg(w) for w in weights)
+        )
+        h_t, c_t = h_all[-1], c_all[-1]
+
+        def grad(*args, upstream=None):
+            if upstream is None:
+                upstream = args[0] if len(args) == 1 else args
+            d_out, d_ht, d_ct = upstream
+            d_out = ops.zeros_like(h_all) if d_out is None else d_out
+            d_ht = ops.zeros_like(h_t) if d_ht is None else d_ht
+            d_ct = ops.zeros_like(c_t) if d_ct is None else d_ct
+            dz_all, dh0, dc0, dw = backward(
+                xs_tm, h0, c0, weights, h_all, c_all, z_all, d_out, d_ht, d_ct
+            )
+            units = h0.shape[-1]
+            h_prev = ops.concatenate([h0[None], h_all[:-1]], axis=0)
+            d_rk = ops.matmul(
+                ops.transpose(ops.reshape(h_prev, (-1, units))),
+                ops.reshape(dz_all, (-1, 4 * units)),
+            )
+            extra = xs_tm.shape[-1] - 4 * units
+            d_xs = dz_all
+            if extra:
+                d_xs = ops.concatenate(
+                    [dz_all, ops.zeros_like(xs_tm[..., 4 * units :])], axis=-1
+                )
+            d_weights = (d_rk, dw) if n_w == 2 else (d_rk,)
+            return (d_xs, dh0, dc0, *d_weights)
+
+        return (h_all, h_t, c_t), grad
+
+    return _run(xs_tm, h0, c0, *weights)
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
@@ -511,7 +693,12 @@ class MultiCellLSTM(keras.layers.RNN):
 
     Args:
         units: number of nodes.
-        fused: ``"auto"``/``True`` (fast path) or ``False`` (naive loop).
+        fused: ``"auto"``/``True``: fast path with the hand-written
+            backward loop (:func:`multicell_recurrence`); ``"autodiff"``:
+            fast path differentiated by
+            :func:`keras_rnnlm.layers.recurrence.make_fused_scan`
+            (per-step recomputed vector-Jacobian products); ``False``:
+            Keras's per-step loop over the cell.
         num_cells, strategy, ...: every argument of
             :class:`MultiCellLSTMCell` (see :data:`CELL_ARGS`).
         **kwargs: ``keras.layers.RNN`` arguments (``return_sequences``,
@@ -547,9 +734,10 @@ class MultiCellLSTM(keras.layers.RNN):
         fused="auto",
         **kwargs,
     ):
-        if fused not in (True, False, "auto"):
+        if fused not in (True, False, "auto", "autodiff"):
             raise ValueError(
-                f"`fused` must be True, False or 'auto'. Received: {fused}"
+                "`fused` must be True, False, 'auto' or 'autodiff'. "
+                f"Received: {fused}"
             )
         cell_dtype = kwargs.get("dtype")
         cell = MultiCellLSTMCell(
@@ -610,10 +798,14 @@ class MultiCellLSTM(keras.layers.RNN):
         weights = tuple(
             ops.cast(w, projected.dtype) for w in cell.step_weights()
         )
-        loop = _compiled_loop(cell.step_spec(training))
-        outputs_tm, last = loop(
-            ops.transpose(projected, (1, 0, 2)), states, weights
-        )
+        xs_tm = ops.transpose(projected, (1, 0, 2))
+        spec = cell.step_spec(training)
+        if self.fused == "autodiff":
+            outputs_tm, last = _compiled_loop(spec)(xs_tm, states, weights)
+        else:
+            outputs_tm, *last = multicell_recurrence(
+                xs_tm, *states, weights, spec
+            )
         outputs = ops.transpose(outputs_tm, (1, 0, 2))
         return last[0], outputs, list(last)
 
