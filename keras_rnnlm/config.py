@@ -33,6 +33,11 @@ class DataConfig:
         test_batch_size: test batch size.
         eval_bptt: evaluation window (``None``: ``bptt``).
         max_tokens: truncate every split (smoke tests).
+        bptt_max_delta: variable BPTT: clip drawn lengths at
+            ``bptt + delta`` (MoS/DOC ``max_seq_len_delta``).
+        bptt_multiple: variable BPTT: round drawn lengths to the nearest
+            multiple of this (1: exact lengths), which bounds the number
+            of distinct traced/compiled shapes.
     """
 
     corpus: str = "ptb"
@@ -45,6 +50,8 @@ class DataConfig:
     test_batch_size: int = 1
     eval_bptt: int | None = None
     max_tokens: int | None = None
+    bptt_max_delta: int | None = None
+    bptt_multiple: int = 1
 
 
 @dataclasses.dataclass
@@ -66,6 +73,27 @@ class ModelConfig:
         dropout: dropout on non-recurrent connections (embedding output,
             between layers, before the head), as in Zaremba et al.
         init_range: if set, every weight is drawn from U(-r, r).
+        rnn_init: ``None`` (recurrent layers and head projections use
+            ``init_range``) or ``"pytorch"`` (they use PyTorch's default
+            U(-1/sqrt(n), 1/sqrt(n)), n = units for recurrent layers and
+            fan-in for projections, as the AWD-LSTM/MoS/DOC code does;
+            the embedding keeps ``init_range``).
+        locked_dropout: use locked (variational) dropout, one mask per
+            sequence shared over time, instead of per-element dropout.
+        dropouti: dropout on the embedding output (``None``: ``dropout``).
+        dropouth: dropout between recurrent layers (``None``: ``dropout``);
+            ``dropout`` itself is then the last layer's output dropout.
+        dropoute: embedding dropout (whole word types, AWD-LSTM).
+        weight_dropout: DropConnect on each LSTM's recurrent kernel
+            (AWD-LSTM ``wdrop``; needs ``cell="lstm"``).
+        mixture_components: ``head="mos"``: the number of experts K;
+            ``head="doc"``: ``[i_0, ..., i_L]`` components per source
+            (embedding, then each recurrent layer).
+        dropoutl: locked dropout on the MoS/DOC latents.
+        cv_penalty: DOC's lambda_beta (coefficient-of-variation penalty).
+        ar_alpha: activation regularisation (AR) on the dropped last output.
+        tar_beta: temporal activation regularisation (TAR) on the raw last
+            output.
     """
 
     embedding_dim: int = 200
@@ -76,6 +104,17 @@ class ModelConfig:
     head: str = "softmax"
     dropout: float = 0.0
     init_range: float | None = 0.1
+    rnn_init: str | None = None
+    locked_dropout: bool = False
+    dropouti: float | None = None
+    dropouth: float | None = None
+    dropoute: float = 0.0
+    weight_dropout: float = 0.0
+    mixture_components: Any = None
+    dropoutl: float = 0.0
+    cv_penalty: float = 0.0
+    ar_alpha: float = 0.0
+    tar_beta: float = 0.0
 
 
 @dataclasses.dataclass
@@ -98,6 +137,12 @@ class TrainConfig:
         dtype_policy: ``float32`` or ``mixed_bfloat16``.
         tensorboard: write TensorBoard logs.
         verbose: Keras progress-bar verbosity.
+        nt_asgd_nonmono: if set, NT-ASGD (Merity et al. 2018): switch to
+            averaging when the validation loss is worse than the best of
+            all but the last ``n`` epochs (AWD/MoS 5, DOC 60).
+        nt_asgd_from_start: average from the first step (finetuning).
+        stop_on_nonmono: with averaging on, stop when the same condition
+            fires on the averaged model (finetuning's stop rule).
     """
 
     epochs: int = 13
@@ -114,6 +159,9 @@ class TrainConfig:
     dtype_policy: str = "float32"
     tensorboard: bool = True
     verbose: Any = "auto"
+    nt_asgd_nonmono: int | None = None
+    nt_asgd_from_start: bool = False
+    stop_on_nonmono: bool = False
 
 
 _SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}

@@ -104,6 +104,7 @@ def variable_windows(
     std=5.0,
     min_len=5,
     max_len=None,
+    multiple=1,
 ):
     """AWD-LSTM variable-length windows covering a stream.
 
@@ -121,6 +122,12 @@ def variable_windows(
         std: Standard deviation of the length jitter.
         min_len: Smallest drawn length.
         max_len: Optional largest drawn length (bounds the set of shapes).
+        multiple: Round each drawn length to the nearest positive multiple
+            of this (1: exact). With `max_len` it bounds the number of
+            distinct window lengths (traced/compiled shapes) to about
+            `max_len / multiple`, at the cost of a slightly coarser length
+            distribution; the lr scale uses the rounded length (the number
+            of tokens actually in the step).
 
     Returns:
         A list of `Window(start, length, lr_scale)`.
@@ -136,6 +143,8 @@ def variable_windows(
     while start < last:
         base = bptt if rng.random() < p_full else bptt / 2
         seq_len = max(min_len, int(rng.normal(base, std)))
+        if multiple > 1:
+            seq_len = max(multiple, multiple * round(seq_len / multiple))
         if max_len is not None:
             seq_len = min(seq_len, max_len)
         windows.append(
@@ -196,7 +205,7 @@ class LMSequence(keras.utils.PyDataset):
         seed: Seed of the variable windows; drawn at random when `None`
             (it is part of `get_state()`).
         pad_to: Optional fixed width to pad shorter windows to.
-        p_full, std, min_len, max_len: See `variable_windows`.
+        p_full, std, min_len, max_len, multiple: See `variable_windows`.
         **kwargs: Passed to `keras.utils.PyDataset` (`workers`,
             `use_multiprocessing`, `max_queue_size`). Defaults: one worker,
             no multiprocessing.
@@ -221,6 +230,7 @@ class LMSequence(keras.utils.PyDataset):
         std=5.0,
         min_len=5,
         max_len=None,
+        multiple=1,
         **kwargs,
     ):
         kwargs.setdefault("workers", 1)
@@ -248,6 +258,7 @@ class LMSequence(keras.utils.PyDataset):
         self.std = float(std)
         self.min_len = int(min_len)
         self.max_len = None if max_len is None else int(max_len)
+        self.multiple = int(multiple)
         if seed is None:
             seed = int(np.random.default_rng().integers(2**31 - 1))
         self.seed = int(seed)
@@ -279,6 +290,7 @@ class LMSequence(keras.utils.PyDataset):
             std=self.std,
             min_len=self.min_len,
             max_len=self.max_len,
+            multiple=self.multiple,
         )
 
     @property

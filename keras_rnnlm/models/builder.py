@@ -6,14 +6,27 @@ weights are copied with :func:`copy_weights`) and, later, the stateless
 inference graph for export.
 """
 
+import math
+
 import keras
 
 from keras_rnnlm.config import ConfigError
+from keras_rnnlm.layers.activation_regularization import (
+    ActivationRegularization,
+)
+from keras_rnnlm.layers.direct_output_connection import DirectOutputConnection
+from keras_rnnlm.layers.embedding_dropout import EmbeddingDropout
+from keras_rnnlm.layers.locked_dropout import LockedDropout
+from keras_rnnlm.layers.mixture_of_softmaxes import MixtureLogProbs
+from keras_rnnlm.layers.mixture_of_softmaxes import MixtureOfSoftmaxes
 from keras_rnnlm.layers.one_hot import OneHot
 from keras_rnnlm.layers.tied_embedding import TiedEmbedding
+from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
 from keras_rnnlm.models.recurrent_registry import make_recurrent_layer
 
-HEADS = ("softmax", "tied")
+HEADS = ("softmax", "tied", "mos", "doc")
+TIED_HEADS = ("tied", "mos", "doc")
+RNN_INITS = (None, "pytorch")
 INPUT_ENCODINGS = ("embedding", "one_hot")
 
 
@@ -23,6 +36,11 @@ def _initializer(init_range, seed, offset):
     return keras.initializers.RandomUniform(
         -init_range, init_range, seed=None if seed is None else seed + offset
     )
+
+
+def _fan_initializer(fan, seed, offset):
+    """PyTorch's default U(-1/sqrt(fan), 1/sqrt(fan))."""
+    return _initializer(1.0 / math.sqrt(fan), seed, offset)
 
 
 def validate_model_config(config):
@@ -36,7 +54,7 @@ def validate_model_config(config):
             f"model.input_encoding must be one of {INPUT_ENCODINGS}, got "
             f"{config.input_encoding!r}"
         )
-    if config.input_encoding == "one_hot" and config.head == "tied":
+    if config.input_encoding == "one_hot" and config.head in TIED_HEADS:
         raise ConfigError(
             "A one-hot input has no embedding matrix to tie: use "
             "model.head='softmax' with model.input_encoding='one_hot'"
@@ -51,8 +69,42 @@ def validate_model_config(config):
             f"({config.hidden_sizes[-1]}) to equal model.embedding_dim "
             f"({config.embedding_dim})"
         )
-    if not 0.0 <= config.dropout < 1.0:
-        raise ConfigError(f"model.dropout must be in [0, 1): {config.dropout}")
+    for key in (
+        "dropout",
+        "dropouti",
+        "dropouth",
+        "dropoute",
+        "weight_dropout",
+        "dropoutl",
+    ):
+        value = getattr(config, key)
+        if value is not None and not 0.0 <= value < 1.0:
+            raise ConfigError(f"model.{key} must be in [0, 1): {value}")
+    if config.rnn_init not in RNN_INITS:
+        raise ConfigError(
+            f"model.rnn_init must be one of {RNN_INITS}: {config.rnn_init!r}"
+        )
+    if config.weight_dropout and config.cell != "lstm":
+        raise ConfigError(
+            "model.weight_dropout needs model.cell='lstm' (the fused "
+            f"weight-dropped LSTM), got {config.cell!r}"
+        )
+    if config.head == "mos" and not isinstance(config.mixture_components, int):
+        raise ConfigError(
+            "model.head='mos' needs model.mixture_components = K (an int)"
+        )
+    if config.head == "doc":
+        comps = config.mixture_components
+        if (
+            not isinstance(comps, (list, tuple))
+            or len(comps) != len(config.hidden_sizes) + 1
+            or sum(comps) < 1
+        ):
+            raise ConfigError(
+                "model.head='doc' needs model.mixture_components = [i_0, "
+                "..., i_L], one count per source (embedding + each of the "
+                f"{len(config.hidden_sizes)} recurrent layers), got {comps!r}"
+            )
 
 
 def build_language_model(
@@ -83,7 +135,7 @@ def build_language_model(
     emb_kwargs = {"embeddings_initializer": init} if init else {}
     if config.input_encoding == "one_hot":
         embedding = OneHot(vocab_size, name="one_hot")
-    elif config.head == "tied":
+    elif config.head in TIED_HEADS:
         embedding = TiedEmbedding(
             vocab_size, config.embedding_dim, name="embedding", **emb_kwargs
         )
@@ -92,29 +144,65 @@ def build_language_model(
             vocab_size, config.embedding_dim, name="embedding", **emb_kwargs
         )
     x = embedding(tokens)
+    if config.dropoute:
+        x = EmbeddingDropout(
+            vocab_size,
+            config.dropoute,
+            seed=_seed(seed, 150),
+            name="embedding_dropout",
+        )([tokens, x])
 
-    def dropout(x, i):
-        if not config.dropout:
+    def dropout(x, i, rate):
+        if not rate:
             return x
+        if config.locked_dropout:
+            return LockedDropout(
+                rate, seed=_seed(seed, 100 + i), name=f"locked_dropout_{i}"
+            )(x)
         return keras.layers.Dropout(
-            config.dropout,
-            seed=None if seed is None else seed + 100 + i,
-            name=f"dropout_{i}",
+            rate, seed=_seed(seed, 100 + i), name=f"dropout_{i}"
         )(x)
 
-    x = dropout(x, 0)
+    def rate(value):
+        return config.dropout if value is None else value
+
+    x = dropout(x, 0, rate(config.dropouti))
+    sources = [x]
+    n_layers = len(config.hidden_sizes)
+    raw = x
     for i, units in enumerate(config.hidden_sizes):
-        layer = make_recurrent_layer(
-            config.cell,
-            units,
-            stateful=stateful,
-            initializer=_initializer(config.init_range, seed, i + 1),
-            name=f"rnn_{i}",
-            **config.cell_kwargs,
+        if config.rnn_init == "pytorch":
+            rnn_init = _fan_initializer(units, seed, i + 1)
+        else:
+            rnn_init = _initializer(config.init_range, seed, i + 1)
+        if config.weight_dropout:
+            layer = _weight_drop_lstm(
+                units, config, stateful, rnn_init, _seed(seed, 200 + i), i
+            )
+        else:
+            layer = make_recurrent_layer(
+                config.cell,
+                units,
+                stateful=stateful,
+                initializer=rnn_init,
+                name=f"rnn_{i}",
+                **config.cell_kwargs,
+            )
+        raw = layer(x)
+        last = i == n_layers - 1
+        x = dropout(
+            raw, i + 1, config.dropout if last else rate(config.dropouth)
         )
-        x = dropout(layer(x), i + 1)
+        sources.append(x)
+    if config.ar_alpha or config.tar_beta:
+        x = ActivationRegularization(
+            config.ar_alpha, config.tar_beta, name="activation_regularization"
+        )([x, raw])
+        sources[-1] = x
     if config.head == "tied":
         logits = embedding(x, reverse=True)
+    elif config.head in ("mos", "doc"):
+        logits = _mixture_head(config, embedding, sources, seed)
     else:
         init = _initializer(config.init_range, seed, 99)
         head_kwargs = (
@@ -129,6 +217,63 @@ def build_language_model(
         logits
     )
     return keras.Model(tokens, logits, name=name)
+
+
+def _seed(seed, offset):
+    return None if seed is None else seed + offset
+
+
+def _weight_drop_lstm(units, config, stateful, initializer, seed, i):
+    kw = dict(config.cell_kwargs)
+    if initializer is not None:
+        kw.update(
+            kernel_initializer=initializer,
+            recurrent_initializer=initializer,
+            bias_initializer=initializer,
+        )
+        kw.setdefault("unit_forget_bias", False)
+    return WeightDropLSTM(
+        units,
+        weight_dropout=config.weight_dropout,
+        seed=seed,
+        return_sequences=True,
+        stateful=stateful,
+        name=f"rnn_{i}",
+        **kw,
+    )
+
+
+def _mixture_head(config, embedding, sources, seed):
+    """MoS / DOC: latents -> tied decoder -> mixture log-probabilities."""
+    if config.rnn_init == "pytorch":
+        fan = sources[-1].shape[-1]
+        init = _fan_initializer(fan, seed, 98)
+    else:
+        init = _initializer(config.init_range, seed, 98)
+    kw = {"kernel_initializer": init, "bias_initializer": init} if init else {}
+    if config.head == "mos":
+        head = MixtureOfSoftmaxes(
+            config.mixture_components,
+            config.embedding_dim,
+            latent_dropout=config.dropoutl,
+            seed=_seed(seed, 300),
+            name="mos",
+            **kw,
+        )
+        latent, prior_logits = head(sources[-1])
+    else:
+        head = DirectOutputConnection(
+            config.mixture_components,
+            config.embedding_dim,
+            latent_dropout=config.dropoutl,
+            cv_penalty=config.cv_penalty,
+            seed=_seed(seed, 300),
+            name="doc",
+            **kw,
+        )
+        latent, prior_logits = head(sources)
+    component_logits = embedding(latent, reverse=True)
+    return MixtureLogProbs(name="mixture")([component_logits, prior_logits])
 
 
 def recurrent_layers(model):

@@ -19,7 +19,10 @@ from keras_rnnlm.callbacks import TrainingCheckpoint
 from keras_rnnlm.callbacks import TrainingDivergedError
 from keras_rnnlm.callbacks import Validation
 from keras_rnnlm.callbacks import make_lr_schedule
+from keras_rnnlm.callbacks.bptt_lr import SequenceLengthLRScale
 from keras_rnnlm.callbacks.checkpoint import atomic_write_text
+from keras_rnnlm.callbacks.nt_asgd import NTASGD
+from keras_rnnlm.callbacks.regularization import RegularizerLogger
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.data import Vocabulary
 from keras_rnnlm.data import load_corpus
@@ -40,7 +43,7 @@ def make_optimizer(train_config):
     ``torch.optim.SGD`` as used by the reference code (clipping sees the
     loss gradient only in both).
     """
-    kw = {"learning_rate": train_config.learning_rate}
+    kw = {"learning_rate": float(train_config.learning_rate)}
     if train_config.clipnorm:
         kw["global_clipnorm"] = train_config.clipnorm
     if train_config.weight_decay:
@@ -104,7 +107,31 @@ def make_evaluator(config, corpus, batch_size, bptt=None):
     )
 
 
-def train(config, callbacks=(), resume=True):
+def make_train_stream(config, corpus):
+    """The training ``LMSequence`` of a run (fixed or variable windows).
+
+    Variable BPTT keeps the exact window lengths (no padding, so the
+    carried state is exact); the number of distinct traced shapes is
+    bounded by ``data.bptt_max_delta`` (lengths clipped at ``bptt +
+    delta``) and ``data.bptt_multiple`` (lengths rounded to a multiple).
+    """
+    d = config.data
+    max_len = None
+    if d.variable_bptt and d.bptt_max_delta is not None:
+        max_len = d.bptt + d.bptt_max_delta
+    return LMSequence(
+        corpus.train,
+        d.batch_size,
+        d.bptt,
+        variable=d.variable_bptt,
+        seed=config.train.seed,
+        pad_to=None if d.variable_bptt else d.bptt,
+        max_len=max_len,
+        multiple=d.bptt_multiple if d.variable_bptt else 1,
+    )
+
+
+def train(config, callbacks=(), resume=True, init_weights=None):
     """Trains ``config`` and evaluates the best checkpoint.
 
     Writes into ``config.train.out_dir``: ``config.json``, ``vocab.json``,
@@ -120,6 +147,8 @@ def train(config, callbacks=(), resume=True):
             saved for resume.
         resume: continue from ``out_dir/checkpoint`` if it exists (a run
             killed at any point loses at most the epoch in progress).
+        init_weights: a ``.weights.h5`` file to start from (finetuning);
+            ignored when resuming from a checkpoint.
 
     Returns:
         The results dict (also in ``results.json``).
@@ -133,26 +162,30 @@ def train(config, callbacks=(), resume=True):
     corpus.vocab.save(os.path.join(out, "vocab.json"))
 
     d = config.data
-    stream = LMSequence(
-        corpus.train,
-        d.batch_size,
-        d.bptt,
-        variable=d.variable_bptt,
-        seed=config.train.seed,
-        pad_to=None if d.variable_bptt else d.bptt,
-    )
+    stream = make_train_stream(config, corpus)
     schedule = make_lr_schedule(
         config.train.lr_schedule, config.train.learning_rate
     )
     best = BestCheckpoint(out)
     nan_guard = NaNGuard()
     user = list(callbacks)
-    checkpoint = TrainingCheckpoint(
-        out, callbacks=[schedule, best, *user], stream=stream
-    )
+    t = config.train
+    nt_asgd = None
+    if t.nt_asgd_nonmono is not None or t.nt_asgd_from_start:
+        nt_asgd = NTASGD(
+            out,
+            nonmono=t.nt_asgd_nonmono if t.nt_asgd_nonmono is not None else 5,
+            start_averaging=t.nt_asgd_from_start,
+            stop_when_triggered=t.stop_on_nonmono,
+        )
+    stateful_cbs = [schedule, best, *([nt_asgd] if nt_asgd else []), *user]
+    checkpoint = TrainingCheckpoint(out, callbacks=stateful_cbs, stream=stream)
     initial_epoch = checkpoint.restore(model) if resume else 0
     if initial_epoch:
         print(f"Resuming {out} at epoch {initial_epoch + 1}")
+    elif init_weights:
+        model.load_weights(init_weights)
+        print(f"Starting from {init_weights}")
     cbs = [
         RunMetadata(
             out,
@@ -161,6 +194,8 @@ def train(config, callbacks=(), resume=True):
         ),
         ResetStates(),
         nan_guard,
+        RegularizerLogger(),
+        *([nt_asgd.swap_in] if nt_asgd else []),
         Validation(
             lambda: make_evaluator(
                 config, corpus, d.eval_batch_size or d.batch_size
@@ -168,7 +203,9 @@ def train(config, callbacks=(), resume=True):
             corpus.valid,
         ),
         schedule,
+        *([SequenceLengthLRScale(stream)] if d.variable_bptt else []),
         best,
+        *([nt_asgd] if nt_asgd else []),
         keras.callbacks.CSVLogger(os.path.join(out, "log.csv"), append=True),
         *_tensorboard(config, out),
         *user,

@@ -1,0 +1,108 @@
+import json
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_rnnlm.callbacks.nt_asgd import NTASGD
+from keras_rnnlm.callbacks.nt_asgd import should_trigger
+
+
+def test_trigger_on_scripted_histories():
+    n = 2
+    # Not enough history: len(history) must exceed n.
+    assert not should_trigger([5.0, 4.0], 9.0, n)
+    # min(history[:-n]) = min([5.0]) = 5.0
+    assert not should_trigger([5.0, 4.0, 3.0], 3.5, n)
+    assert should_trigger([5.0, 4.0, 3.0], 5.5, n)
+    # The paper's "last n" reading would compare with min(last n) = 3.0 and
+    # fire on 3.5: the reference code (and this) does not.
+    assert not should_trigger([5.0, 4.0, 3.0], 4.9, n)
+    # Equal is not worse.
+    assert not should_trigger([5.0, 4.0, 3.0], 5.0, n)
+    # n = 0 compares with the best of all epochs.
+    assert should_trigger([5.0, 4.0], 4.5, 0)
+
+
+def test_switch_epoch_on_scripted_validation_run(tmp_path):
+    cb = NTASGD(str(tmp_path), nonmono=2)
+    cb.set_model(_model())
+    switched = []
+    for epoch, val in enumerate([6.0, 5.0, 4.0, 4.5, 4.2, 6.5, 3.0]):
+        cb.on_epoch_end(epoch, {"val_loss": val})
+        switched.append(cb.averaging)
+    # epoch 5: history [6, 5, 4, 4.5, 4.2], 6.5 > min([6, 5, 4]) -> switch
+    assert switched == [False] * 5 + [True, True]
+    assert cb.trigger_epoch == 5
+    # After the switch (main training) the history is not extended.
+    assert cb.history == [6.0, 5.0, 4.0, 4.5, 4.2, 6.5]
+
+
+def _model():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    return model
+
+
+def _set(model, value):
+    for v in model.trainable_variables:
+        v.assign(np.full(v.shape, value, "float32"))
+
+
+def test_average_is_uniform_mean_of_iterates_and_swaps(tmp_path):
+    model = _model()
+    cb = NTASGD(str(tmp_path), nonmono=1, start_averaging=True)
+    cb.set_model(model)
+    cb.on_train_begin()
+    iterates = [1.0, 2.0, 6.0, 7.0]
+    for i, value in enumerate(iterates):
+        _set(model, value)
+        cb.on_train_batch_end(i)
+    avg = cb.average_weights()
+    for a in avg:
+        np.testing.assert_allclose(a, np.mean(iterates), rtol=1e-6)
+    # swap in for validation / best checkpoint, swap out at epoch end
+    cb.swap_in.set_model(model)
+    cb.swap_in.on_epoch_end(0, {})
+    for v in model.trainable_variables:
+        np.testing.assert_allclose(ops.convert_to_numpy(v), 4.0)
+    logs = {"val_loss": 1.0}
+    cb.on_epoch_end(0, logs)
+    for v in model.trainable_variables:
+        np.testing.assert_allclose(ops.convert_to_numpy(v), 7.0)
+    assert logs["asgd"] == 1.0
+
+
+def test_state_survives_resume(tmp_path):
+    model = _model()
+    cb = NTASGD(str(tmp_path), nonmono=1, start_averaging=True)
+    cb.set_model(model)
+    for i, value in enumerate([1.0, 3.0]):
+        _set(model, value)
+        cb.on_train_batch_end(i)
+    cb.on_epoch_end(0, {"val_loss": 2.0})
+    state = json.loads(json.dumps(cb.get_state()))  # as in state.json
+
+    resumed = NTASGD(str(tmp_path), nonmono=1, start_averaging=True)
+    resumed.set_state(state)
+    resumed.set_model(model)
+    resumed.on_train_begin()
+    assert resumed.n_averaged == 2 and resumed.averaging
+    _set(model, 8.0)
+    resumed.on_train_batch_end(0)
+    # (1 + 3 + 8) / 3
+    for a in resumed.average_weights():
+        np.testing.assert_allclose(a, 4.0, rtol=1e-6)
+
+
+def test_finetune_stops_on_nonmonotone_condition(tmp_path):
+    model = _model()
+    cb = NTASGD(
+        str(tmp_path), nonmono=1, start_averaging=True, stop_when_triggered=True
+    )
+    cb.set_model(model)
+    model.stop_training = False
+    for epoch, val in enumerate([5.0, 4.0, 4.5]):
+        cb.on_epoch_end(epoch, {"val_loss": val})
+        assert not model.stop_training
+    cb.on_epoch_end(3, {"val_loss": 5.5})  # > min([5.0, 4.0])
+    assert model.stop_training and cb.stopped_epoch == 3
