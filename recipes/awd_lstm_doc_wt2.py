@@ -1,0 +1,22 @@
+"""AWD-LSTM-DOC (Takase, Suzuki & Nagata 2018, "Direct Output Connection for a
+High-Rank Language Model") on WT2.
+
+    python recipes/awd_lstm_doc_wt2.py [--preset paper|cpu] [--set ...]
+    python -m keras_rnnlm.training.finetune runs/awd_lstm_doc_wt2
+
+Paper: WT2 37M params: see the paper's Table 8.
+Presets (keras_rnnlm/presets/awd_lstm.py documents every value):
+
+* ``paper``: the paper / reference-code hyperparameters (days of GPU).
+* ``cpu``: the documented short-budget mode (small model, 4 epochs,
+  NT-ASGD interval 1); its perplexities are NOT comparable with the paper.
+"""
+
+from keras_rnnlm.presets.awd_lstm import awd_presets
+from keras_rnnlm.recipe import main
+
+PRESETS = awd_presets("awd_lstm_doc", "wt2")
+DEFAULT_PRESET = "paper"
+
+if __name__ == "__main__":
+    main(PRESETS, DEFAULT_PRESET, description=__doc__)

@@ -1,0 +1,22 @@
+"""AWD-LSTM (Merity, Keskar & Socher 2018, "Regularizing and Optimizing LSTM
+Language Models") on WT2.
+
+    python recipes/awd_lstm_wt2.py [--preset paper|cpu] [--set ...]
+    python -m keras_rnnlm.training.finetune runs/awd_lstm_wt2
+
+Paper: WT2 33M params: paper 68.6/65.8.
+Presets (keras_rnnlm/presets/awd_lstm.py documents every value):
+
+* ``paper``: the paper / reference-code hyperparameters (days of GPU).
+* ``cpu``: the documented short-budget mode (small model, 4 epochs,
+  NT-ASGD interval 1); its perplexities are NOT comparable with the paper.
+"""
+
+from keras_rnnlm.presets.awd_lstm import awd_presets
+from keras_rnnlm.recipe import main
+
+PRESETS = awd_presets("awd_lstm", "wt2")
+DEFAULT_PRESET = "paper"
+
+if __name__ == "__main__":
+    main(PRESETS, DEFAULT_PRESET, description=__doc__)
