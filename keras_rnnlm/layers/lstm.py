@@ -13,10 +13,11 @@ from keras import activations
 from keras import ops
 
 from keras_rnnlm.layers.recurrence import lstm_recurrence
+from keras_rnnlm.layers.stateful import TrackedStateMixin
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
-class LSTM(keras.layers.LSTM):
+class LSTM(TrackedStateMixin, keras.layers.LSTM):
     """LSTM layer whose input projection is hoisted out of the time loop.
 
     Same arguments, weights and results as ``keras.layers.LSTM`` (weights can

@@ -68,6 +68,7 @@ from keras import initializers
 from keras import ops
 
 from keras_rnnlm.layers import recurrence
+from keras_rnnlm.layers.stateful import TrackedStateMixin
 
 
 class MultiplicativeCell(keras.layers.Layer):
@@ -477,7 +478,7 @@ def _compiled_loop(cell_cls, dims):
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
-class MultiplicativeRNN(keras.layers.RNN):
+class MultiplicativeRNN(TrackedStateMixin, keras.layers.RNN):
     """``keras.layers.RNN`` over a :class:`MultiplicativeCell`, fast path.
 
     On the fast path the input side of the cell is computed for the whole

@@ -8,6 +8,7 @@ RNN cell class or instance can also be passed to the builder directly.
 
 import keras
 
+from keras_rnnlm.layers import stateful as stateful_layers
 from keras_rnnlm.layers.lstm import LSTM
 from keras_rnnlm.layers.multicell_lstm import make_multicell_layer
 from keras_rnnlm.layers.multiplicative import CELLS as MULTIPLICATIVE_CELLS
@@ -63,9 +64,11 @@ def _keras_rnn(layer_cls, **fixed):
 
 
 register_recurrent_layer("lstm", _keras_rnn(LSTM))
-register_recurrent_layer("keras_lstm", _keras_rnn(keras.layers.LSTM))
-register_recurrent_layer("gru", _keras_rnn(keras.layers.GRU))
-register_recurrent_layer("simple_rnn", _keras_rnn(keras.layers.SimpleRNN))
+# Keras's own layers, with the carried state tracked so that it survives
+# the JAX backend's stateless train/test steps (keras_rnnlm.layers.stateful).
+register_recurrent_layer("keras_lstm", _keras_rnn(stateful_layers.KerasLSTM))
+register_recurrent_layer("gru", _keras_rnn(stateful_layers.GRU))
+register_recurrent_layer("simple_rnn", _keras_rnn(stateful_layers.SimpleRNN))
 register_recurrent_layer("multicell_lstm", make_multicell_layer)
 
 
@@ -128,6 +131,6 @@ def make_recurrent_layer(
             f"Expected a recurrent layer name, an RNN cell or an RNN layer; "
             f"got {cell!r}"
         )
-    return keras.layers.RNN(
+    return stateful_layers.RNN(
         cell, return_sequences=True, stateful=stateful, name=name
     )

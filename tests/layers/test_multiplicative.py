@@ -1,7 +1,3 @@
-import os
-import subprocess
-import sys
-
 import keras
 import numpy as np
 import pytest
@@ -255,32 +251,3 @@ def test_bad_arguments():
         MultiplicativeRNN(keras.layers.LSTMCell(4))
     with pytest.raises(ValueError, match="fused"):
         MultiplicativeRNN(CELLS["mrnn"](4), fused="yes")
-
-
-@pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow",
-    reason="runs the JAX check from the TensorFlow test session",
-)
-def test_jax_backend_matches_reference_and_gradients():
-    """The same reference and gradient tests on the JAX backend."""
-    env = dict(os.environ, KERAS_BACKEND="jax")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            __file__,
-            "-k",
-            "reference or gradients",
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if "No module named 'jax'" in proc.stdout + proc.stderr:
-        pytest.skip("jax not installed")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -1,0 +1,55 @@
+"""The backend-sensitive tests, re-run on the JAX backend.
+
+The default test run uses TensorFlow. This test runs, in one JAX
+subprocess (one JAX start-up), the tests whose results depend on the
+backend: the multiplicative cells against their NumPy references and
+their gradients, carried recurrent state through the compiled
+predict/evaluate steps, and streaming evaluation equal to a whole-stream
+pass.
+"""
+
+import os
+import subprocess
+import sys
+
+import keras
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SELECTION = {
+    "layers/test_multiplicative.py": "reference or gradients",
+    "layers/test_stateful.py": "carries_state",
+    "test_metrics.py": "independent",
+}
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="runs the JAX checks from the TensorFlow test session",
+)
+def test_backend_sensitive_tests_pass_on_jax():
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        pytest.skip("jax not installed (pip install -e '.[jax]')")
+    args = [os.path.join(HERE, path) for path in SELECTION]
+    expr = " or ".join(f"({e})" for e in SELECTION.values())
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *args,
+            "-k",
+            expr,
+        ],
+        env=dict(os.environ, KERAS_BACKEND="jax"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout
