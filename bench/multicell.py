@@ -6,8 +6,10 @@ windows of 35 tokens, SGD with global-norm clipping, stateful), trained
 and evaluated on random tokens, with its recurrent layers as:
 
 * ``fused``: the package's :class:`MultiCellLSTM` (input projection
-  hoisted, compiled loop, gradients by the compiled reverse loop of
-  :func:`keras_rnnlm.layers.recurrence.make_fused_scan`);
+  hoisted, compiled loop, hand-written compiled backward loop);
+* ``autodiff``: the same compiled forward loop, differentiated by
+  :func:`keras_rnnlm.layers.recurrence.make_fused_scan` (``fused=
+  "autodiff"``: per-step recomputed vector-Jacobian products);
 * ``naive``: the same cell in Keras's per-step ``keras.layers.RNN`` loop
   (``fused=False``);
 * ``lstm``: the package's fused LSTM of the same size (the plain LSTM the
@@ -20,6 +22,7 @@ the median is reported. Results are printed and appended to
 ``bench/results/multicell.jsonl``.
 
     python bench/multicell.py --sizes small --cells 10 --strategy max
+    python bench/multicell.py --scope layer --impls fused autodiff lstm naive
 """
 
 import argparse
@@ -34,6 +37,7 @@ import time
 
 VOCAB, BATCH, BPTT = 10000, 20, 35
 SIZES = {"small": (200, 0.4), "medium": (650, 0.5), "large": (1500, 0.65)}
+FUSED = {"fused": True, "autodiff": "autodiff", "naive": False}
 SCOPE = ["model"]  # or "layer" (set by --scope)
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
@@ -58,7 +62,7 @@ def measure_keras(impl, size, cells, strategy, steps):
         kwargs = {
             "num_cells": cells,
             "strategy": strategy,
-            "fused": impl == "fused",
+            "fused": FUSED[impl],
         }
     cfg = ModelConfig(
         embedding_dim=units,
@@ -103,7 +107,7 @@ def measure_layer(impl, units, cells, strategy, steps):
             units,
             num_cells=cells,
             strategy=strategy,
-            fused=impl == "fused",
+            fused=FUSED[impl],
             return_sequences=True,
             stateful=True,
         )
