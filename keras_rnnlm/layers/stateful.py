@@ -9,11 +9,11 @@ the model's tracked variables only, so the state assignments are dropped
 and every batch silently starts from the zero state (truncated BPTT
 without carried state; streaming evaluation wrong by several percent).
 
-:class:`TrackedStateMixin` tracks the state variables as non-trainable
-variables of the layer, so every backend threads them through its
-compiled steps, while keeping them out of saved weights (their shape
-depends on the batch size, and a trained model must load into models of
-any batch size).
+:class:`TrackedStateMixin` lists the state variables among the layer's
+(non-trainable) variables, like seed-generator states, so every backend
+threads them through its compiled steps, while they stay out of the
+weights (parameter counts, saved weights: their shape depends on the batch
+size, and a trained model must load into models of any batch size).
 """
 
 import keras
@@ -21,40 +21,22 @@ from keras import tree
 
 
 class TrackedStateMixin:
-    """Mix into a ``keras.layers.RNN`` subclass (before the Keras class)."""
+    """Mix into a ``keras.layers.RNN`` subclass (before the Keras class).
 
-    def _create_state_variables(self, batch_size):
-        super()._create_state_variables(batch_size)
-        locked = self._tracker.locked
-        self._tracker.unlock()
-        try:
-            for v in tree.flatten(self.states):
-                self._track_variable(v)
-        finally:
-            if locked:
-                self._tracker.lock()
+    Adds the carried-state variables to ``layer.variables`` (hence to
+    ``non_trainable_variables``, which the JAX trainer threads through its
+    compiled steps), the way Keras lists seed-generator states: they are
+    not *weights*, so ``count_params``, ``summary`` and saved weights are
+    unchanged (a model loads into models of any batch size).
+    """
 
-    def _saved_variables(self):
-        state_ids = {id(v) for v in tree.flatten(self.states or [])}
-        return [
-            v
-            for v in self._trainable_variables + self._non_trainable_variables
-            if id(v) not in state_ids
+    @property
+    def variables(self):
+        variables = super().variables
+        seen = {id(v) for v in variables}
+        return variables + [
+            v for v in tree.flatten(self.states or []) if id(v) not in seen
         ]
-
-    def save_own_variables(self, store):
-        for i, v in enumerate(self._saved_variables()):
-            store[f"{i}"] = v
-
-    def load_own_variables(self, store):
-        variables = self._saved_variables()
-        if len(store.keys()) != len(variables):
-            raise ValueError(
-                f"Layer '{self.name}' expected {len(variables)} variables, "
-                f"but the weights file lists {len(store.keys())}"
-            )
-        for i, v in enumerate(variables):
-            v.assign(store[f"{i}"])
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")

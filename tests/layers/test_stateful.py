@@ -54,4 +54,5 @@ def test_saved_weights_exclude_state_and_load_at_any_batch_size(cell, tmp_path):
             ops.convert_to_numpy(a), ops.convert_to_numpy(b)
         )
     states = [v for v in model.non_trainable_variables if "rnn_state" in v.path]
-    assert len(states) >= 2  # tracked, so compiled steps thread them
+    assert len(states) >= 2  # listed, so compiled steps thread them
+    assert not any("rnn_state" in w.path for w in model.weights)
