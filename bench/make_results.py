@@ -41,6 +41,7 @@ def main():
         "device",
         "date",
         "command",
+        "extra",
     ]
     lines = [HEADER]
     for kind in ("quality", "throughput", "memory", "params", "latency"):
@@ -51,8 +52,10 @@ def main():
         lines.append("| " + " | ".join(cols[1:]) + " |")
         lines.append("|" + " --- |" * (len(cols) - 1))
         for r in rows:
+            extra = {k: v for k, v in r.items() if k not in cols}
+            r = dict(r, extra=", ".join(f"{k}={v}" for k, v in extra.items()))
             cells = [_fmt(r.get(c)) for c in cols[1:]]
-            cells[-1] = f"`{cells[-1]}`"
+            cells[-2] = f"`{cells[-2]}`"
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     with open(os.path.join(HERE, "RESULTS.md"), "w") as f:
