@@ -61,6 +61,14 @@ ENDPOINTS = (
     "step",
 )
 VOCAB_ASSET = "vocab.txt"
+# Python's str.split()/str.isspace() whitespace, as an RE2 class. The text is
+# normalised to ASCII spaces with it before tokenising: WhitespaceTokenizer
+# does not split on U+001C..U+001F and keeps a stray byte of multi-byte
+# spaces (U+00A0, U+2000..) in the token before them.
+WHITESPACE_RE = (
+    r"[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}"
+    r"\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]+"
+)
 METADATA_ASSET = "keras_rnnlm.json"
 
 
@@ -126,11 +134,12 @@ class _Graph:
         )
         s = tf.strings.regex_replace(s, "\n+$", "")
         if self.tokenization.mode == "whitespace":
+            s = tf.strings.regex_replace(s, WHITESPACE_RE, " ")
             return self.tokenizer.tokenize(s)
         space = self.tokenization.space_token
         if space is not None:
+            s = tf.strings.regex_replace(s, WHITESPACE_RE, " ")
             s = tf.strings.strip(s)
-            s = tf.strings.regex_replace(s, r"\s+", " ")
         chars = tf.strings.unicode_split(s, "UTF-8", errors="replace")
         if space is not None:
             chars = tf.ragged.map_flat_values(

@@ -62,6 +62,8 @@ def test_untrained_export_in_process(tmp_path):
     loaded = tf.saved_model.load(path)
     assert set(loaded.signatures) >= {"serving_default", "score_text", "step"}
     sents = ["the cat sees a ball .", "", "zebra the", "a " * 30]
+    # Python's whitespace (NBSP, U+001C, ideographic space, ...) splits.
+    sents += ["the\xa0cat\x1csees\u3000a\u2028ball", "\u2003 . \x85"]
     r = loaded.signatures["serving_default"](sentences=tf.constant(sents))
     for i, ref in enumerate(scorer.score_sentences(sents)):
         n = int(r["lengths"][i])
@@ -69,6 +71,8 @@ def test_untrained_export_in_process(tmp_path):
         np.testing.assert_allclose(
             r["token_logprobs"][i][:n].numpy(), ref.ln_probs, atol=TOL
         )
+        tokens = [t.decode() for t in r["tokens"][i][:n].numpy()]
+        assert tokens == ref.tokens
 
 
 @pytest.mark.slow
@@ -228,3 +232,37 @@ def test_cli_export_score_rescore(export_run, tmp_path, capsys):
         assert a["num_tokens"] == b["num_tokens"]
         assert a["num_oov"] == b["num_oov"]
         assert a["log10_prob"] == pytest.approx(b["log10_prob"], abs=1e-3)
+
+
+@pytest.mark.slow
+def test_random_text_matches_scorer(exported):
+    """Property test: the exported graph and the Python scorer agree on
+    arbitrary text (tokens, OOV flags, per-token log-probabilities)."""
+    import tensorflow as tf
+    from hypothesis import given
+    from hypothesis import settings
+    from hypothesis import strategies as st
+
+    run, path = exported
+    scorer = Scorer.from_run(run)
+    fn = tf.saved_model.load(path).signatures["score_text"]
+    words = st.sampled_from(scorer.vocab.tokens + ["zebra", "\xa0", " "])
+    texts = st.one_of(
+        st.text(max_size=30), st.lists(words, max_size=12).map(" ".join)
+    )
+
+    @settings(max_examples=40, deadline=None)
+    @given(st.lists(texts, min_size=1, max_size=4))
+    def check(sents):
+        r = fn(sentences=tf.constant([s.encode("utf-8") for s in sents]))
+        for i, ref in enumerate(scorer.score_sentences(sents)):
+            n = int(r["lengths"][i])
+            assert n == ref.num_tokens
+            tokens = [t.decode() for t in r["tokens"][i][:n].numpy()]
+            assert tokens == ref.tokens
+            assert list(r["token_is_oov"][i][:n].numpy()) == ref.oov
+            np.testing.assert_allclose(
+                r["token_logprobs"][i][:n].numpy(), ref.ln_probs, atol=TOL
+            )
+
+    check()
