@@ -1,0 +1,95 @@
+"""Output-rank analysis (the softmax bottleneck, DOC Table 5).
+
+Builds the log-probability matrix A (contexts x vocabulary) of a model on
+a sample of real contexts and computes its numerical rank. A softmax over
+``h E^T + b`` gives ``log p = h E^T + 1 b^T - lse 1^T``, so its rank is at
+most ``d + 2`` for a last layer of size ``d`` (the DOC paper reports 401
+for AWD-LSTM's d = 400); MoS/DOC are not bounded that way (10000 on PTB
+with enough contexts).
+
+    python -m keras_rnnlm.evaluation.rank RUN_DIR [--contexts 20000]
+
+The rank is numerical: singular values above ``tol`` count, with the
+default ``tol = s_max * max(N, V) * eps(float32)`` since the model computes
+in float32 (a float64 tolerance would count float32 rounding noise).
+"""
+
+import argparse
+import json
+
+import numpy as np
+from keras import ops
+
+from keras_rnnlm.data.streams import LMSequence
+from keras_rnnlm.models.builder import build_language_model
+from keras_rnnlm.models.builder import reset_states
+
+
+def log_prob_matrix(model, ids, num_contexts, bptt=70):
+    """Rows of log-probabilities of a stateful model on ``ids``.
+
+    Args:
+        model: a stateful model built by the builder (any batch size).
+        ids: 1-D token ids (the contexts are their prefixes).
+        num_contexts: number of rows to collect.
+        bptt: window length.
+
+    Returns:
+        A float64 array ``(num_contexts, vocab)`` (fewer rows if ``ids``
+        runs out).
+    """
+    batch_size = model.inputs[0].shape[0]
+    stream = LMSequence(ids, batch_size, bptt, pad_to=bptt)
+    reset_states(model)
+    rows, n = [], 0
+    for i in range(len(stream)):
+        x, _, w = stream[i]
+        out = ops.convert_to_numpy(model(x, training=False)).astype(np.float64)
+        out = out - out.max(-1, keepdims=True)
+        out = out - np.log(np.exp(out).sum(-1, keepdims=True))
+        out = out[w > 0]
+        rows.append(out)
+        n += len(out)
+        if n >= num_contexts:
+            break
+    reset_states(model)
+    return np.concatenate(rows)[:num_contexts]
+
+
+def numerical_rank(matrix, tol=None):
+    """Number of singular values above ``tol`` (see the module doc)."""
+    s = np.linalg.svd(np.asarray(matrix, np.float64), compute_uv=False)
+    if tol is None:
+        tol = s.max() * max(matrix.shape) * np.finfo(np.float32).eps
+    return int((s > tol).sum())
+
+
+def output_rank(run_dir, split="valid", num_contexts=20000, batch_size=10):
+    """Rank of a run's best model's log-probability matrix on ``split``."""
+    import os
+
+    from keras_rnnlm.training.trainer import load_run
+    from keras_rnnlm.training.trainer import load_run_corpus
+
+    config, vocab = load_run(run_dir)
+    corpus = load_run_corpus(config, vocab)
+    model = build_language_model(config.model, len(corpus.vocab), batch_size)
+    model.load_weights(os.path.join(run_dir, "best.weights.h5"))
+    a = log_prob_matrix(
+        model, corpus.split(split), num_contexts, config.data.bptt
+    )
+    return {"rank": numerical_rank(a), "shape": list(a.shape)}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run_dir")
+    ap.add_argument("--split", default="valid")
+    ap.add_argument("--contexts", type=int, default=20000)
+    args = ap.parse_args(argv)
+    print(json.dumps(output_rank(args.run_dir, args.split, args.contexts)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,93 @@
+"""Finetuning of an NT-ASGD run (AWD-LSTM ``finetune.py``, DOC's "fin").
+
+Restarts training from the run's best (averaged) checkpoint with averaging
+on from the first step (``train.nt_asgd_from_start``) and stops when the
+non-monotone condition fires on the averaged model's validation loss
+(``train.stop_on_nonmono``) -- the same trainer, only the config differs.
+``rounds > 1`` repeats finetuning, each round from the previous round's
+best checkpoint, until a round no longer improves the best validation loss
+(DOC's "(fin)": "we repeated fine-tuning until convergence").
+
+    python -m keras_rnnlm.training.finetune RUN_DIR [--rounds 5] [--set ...]
+
+Round ``k`` writes ``RUN_DIR/finetune{k}/`` (a normal run directory).
+Differences from the reference: a round's BestCheckpoint starts empty, so
+its first epoch is always saved (awd-lstm-lm starts from the loaded
+model's loss); the round-to-round comparison uses the best validation
+losses, so a round that does not improve ends the repetition either way.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+
+from keras_rnnlm.config import apply_overrides
+from keras_rnnlm.training.trainer import load_run
+from keras_rnnlm.training.trainer import train
+
+
+def _best_val(run_dir):
+    with open(os.path.join(run_dir, "best.json")) as f:
+        return float(json.load(f)["val_loss"])
+
+
+def finetune(run_dir, rounds=1, overrides=(), resume=True):
+    """Finetunes ``run_dir``'s best checkpoint; returns one dict per round.
+
+    Each dict has ``round``, ``run_dir``, ``start_val_loss``,
+    ``best_val_loss`` and the round's ``results`` (valid/test of its best
+    checkpoint). Stops after ``rounds`` rounds or at the first round whose
+    best validation loss does not improve on the previous best.
+    """
+    config, _ = load_run(run_dir)
+    previous = _best_val(run_dir)
+    start = os.path.join(run_dir, "best.weights.h5")
+    out = []
+    for k in range(1, rounds + 1):
+        t = dataclasses.replace(
+            config.train,
+            out_dir=os.path.join(run_dir, f"finetune{k}"),
+            nt_asgd_nonmono=config.train.nt_asgd_nonmono or 5,
+            nt_asgd_from_start=True,
+            stop_on_nonmono=True,
+        )
+        cfg = apply_overrides(
+            config.replace(train=t, name=f"{config.name}_finetune{k}"),
+            overrides,
+        )
+        results = train(cfg, resume=resume, init_weights=start)
+        best = _best_val(cfg.train.out_dir)
+        out.append(
+            {
+                "round": k,
+                "run_dir": cfg.train.out_dir,
+                "start_val_loss": previous,
+                "best_val_loss": best,
+                "results": results,
+            }
+        )
+        if best >= previous:
+            print(f"Finetuning round {k} did not improve: stopping")
+            break
+        previous = best
+        start = os.path.join(cfg.train.out_dir, "best.weights.h5")
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run_dir")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--set", dest="overrides", action="append", default=[])
+    ap.add_argument("--no-resume", action="store_true")
+    args = ap.parse_args(argv)
+    rounds = finetune(
+        args.run_dir, args.rounds, args.overrides, resume=not args.no_resume
+    )
+    print(json.dumps([{k: r[k] for k in r if k != "results"} for r in rounds]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
