@@ -266,3 +266,34 @@ def test_random_text_matches_scorer(exported):
             )
 
     check()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("space_token", ["_", None])
+def test_char_model_export(tmp_path, space_token):
+    """Character models: the graph splits Unicode characters (with
+    ptb_char's "_" for runs of whitespace) exactly like the Scorer."""
+    import tensorflow as tf
+
+    from keras_rnnlm.config import ModelConfig
+    from keras_rnnlm.data import Vocabulary
+    from keras_rnnlm.export import export_saved_model
+    from keras_rnnlm.models import build_language_model
+    from keras_rnnlm.scoring import Tokenization
+
+    vocab = Vocabulary(list("abcé_ ") + ["<eos>", "<unk>"])
+    cfg = ModelConfig(input_encoding="one_hot", hidden_sizes=[8])
+    model = build_language_model(cfg, len(vocab), None, stateful=False)
+    scorer = Scorer(model, vocab, Tokenization("chars", space_token))
+    path = export_saved_model(scorer, str(tmp_path / "char" / "1"))
+    fn = tf.saved_model.load(path).signatures["score_text"]
+    sents = ["abc", " a  b\u00a0é ", "", "zz a", "ab\n"]
+    r = fn(sentences=tf.constant(sents))
+    for i, ref in enumerate(scorer.score_sentences(sents)):
+        n = int(r["lengths"][i])
+        tokens = [t.decode() for t in r["tokens"][i][:n].numpy()]
+        assert tokens == ref.tokens
+        assert list(r["token_is_oov"][i][:n].numpy()) == ref.oov
+        np.testing.assert_allclose(
+            r["token_logprobs"][i][:n].numpy(), ref.ln_probs, atol=TOL
+        )
