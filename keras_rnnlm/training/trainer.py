@@ -213,7 +213,9 @@ def train(config, callbacks=(), resume=True, init_weights=None):
         checkpoint,
         keras.callbacks.ProgbarLogger(),
     ]
-    if initial_epoch < config.train.epochs:
+    if d.variable_bptt:
+        _fit_variable_windows(model, stream, config, initial_epoch, cbs)
+    elif initial_epoch < config.train.epochs:
         model.fit(
             stream,
             epochs=config.train.epochs,
@@ -231,6 +233,56 @@ def train(config, callbacks=(), resume=True, init_weights=None):
             "train.clipnorm and resume."
         )
     return evaluate_run(out, config=config, corpus=corpus)
+
+
+def _fit_variable_windows(model, stream, config, initial_epoch, callbacks):
+    """One ``fit`` call per epoch for variable BPTT windows.
+
+    Keras fixes an epoch's number of batches when ``fit`` starts, and on
+    TensorFlow infers the tensor signature from the first two batches (a
+    fixed time length if those two happen to be equal). With variable
+    windows both change from epoch to epoch, so each epoch is its own
+    ``fit`` call on that epoch's windows (``stream.set_epoch``; the windows
+    depend only on ``(seed, epoch)``, so a resumed run sees the same ones),
+    and on TensorFlow the data is a ``tf.data.Dataset`` whose time axis is
+    declared ``None``: one traced train step for every length. (The
+    XLA-compiled recurrence still compiles once per distinct length; that
+    number is bounded by ``data.bptt_max_delta`` / ``data.bptt_multiple``.)
+    Callbacks see ``on_train_begin``/``on_train_end`` once per epoch.
+    """
+    for epoch in range(initial_epoch, config.train.epochs):
+        stream.set_epoch(epoch)
+        model.fit(
+            _epoch_data(stream),
+            epochs=epoch + 1,
+            initial_epoch=epoch,
+            callbacks=callbacks,
+            shuffle=False,
+            verbose=config.train.verbose,
+        )
+        if model.stop_training:
+            break
+
+
+def _epoch_data(stream):
+    if keras.backend.backend() != "tensorflow":
+        return stream
+    import tensorflow as tf
+
+    b = stream.batch_size
+
+    def batches():
+        for i in range(len(stream)):
+            yield stream[i]
+
+    return tf.data.Dataset.from_generator(
+        batches,
+        output_signature=(
+            tf.TensorSpec((b, None), tf.int32),
+            tf.TensorSpec((b, None), tf.int32),
+            tf.TensorSpec((b, None), tf.float32),
+        ),
+    )
 
 
 def _tensorboard(config, out):
