@@ -367,11 +367,14 @@ def token_log_probs(inference, inputs, targets, states):
     exported SavedModel endpoints.
     """
     logits, final = inference(inputs, states)
-    logp = keras.ops.log_softmax(keras.ops.cast(logits, "float32"), axis=-1)
+    logits = keras.ops.cast(logits, "float32")
+    # logit[target] - logsumexp(logits): no second (batch, time, vocab)
+    # tensor, unlike gathering from log_softmax.
     tok = keras.ops.take_along_axis(
-        logp, keras.ops.expand_dims(keras.ops.cast(targets, "int32"), -1), -1
+        logits, keras.ops.expand_dims(keras.ops.cast(targets, "int32"), -1), -1
     )
-    return keras.ops.squeeze(tok, -1), final
+    norm = keras.ops.logsumexp(logits, axis=-1)
+    return keras.ops.squeeze(tok, -1) - norm, final
 
 
 def _make_scoring_fn(inference):
