@@ -275,7 +275,7 @@ def _epoch_data(stream):
         for i in range(len(stream)):
             yield stream[i]
 
-    return tf.data.Dataset.from_generator(
+    data = tf.data.Dataset.from_generator(
         batches,
         output_signature=(
             tf.TensorSpec((b, None), tf.int32),
@@ -283,6 +283,10 @@ def _epoch_data(stream):
             tf.TensorSpec((b, None), tf.float32),
         ),
     )
+    # A known cardinality: otherwise Keras runs one more step than there
+    # are batches (to find the end), and per-batch callbacks see an index
+    # past the epoch's last window.
+    return data.apply(tf.data.experimental.assert_cardinality(len(stream)))
 
 
 def _tensorboard(config, out):

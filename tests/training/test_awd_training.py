@@ -1,0 +1,165 @@
+"""End to end: a tiny AWD-LSTM-DOC with every regulariser, NT-ASGD and
+finetuning on a small corpus."""
+
+import csv
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_rnnlm.callbacks.nt_asgd import should_trigger
+from keras_rnnlm.config import RunConfig
+from keras_rnnlm.config import apply_overrides
+from keras_rnnlm.training import train
+from keras_rnnlm.training.finetune import finetune
+from keras_rnnlm.training.trainer import load_run_corpus
+from keras_rnnlm.training.trainer import make_train_stream
+
+
+def _config(corpus_dir, out):
+    return RunConfig.from_dict(
+        {
+            "name": "tiny_awd",
+            "data": {
+                "corpus": corpus_dir,
+                "level": "word",
+                "batch_size": 4,
+                "bptt": 10,
+                "variable_bptt": True,
+                "bptt_max_delta": 5,
+                "bptt_multiple": 5,
+                "eval_batch_size": 2,
+            },
+            "model": {
+                "embedding_dim": 8,
+                "hidden_sizes": [16, 8],
+                "head": "doc",
+                "mixture_components": [0, 2, 3],
+                "locked_dropout": True,
+                "dropout": 0.4,
+                "dropouth": 0.25,
+                "dropouti": 0.4,
+                "dropoute": 0.1,
+                "weight_dropout": 0.5,
+                "dropoutl": 0.3,
+                "cv_penalty": 0.001,
+                "ar_alpha": 2.0,
+                "tar_beta": 1.0,
+                "rnn_init": "pytorch",
+            },
+            "train": {
+                "epochs": 6,
+                "learning_rate": 10.0,
+                "clipnorm": 0.25,
+                "weight_decay": 1.2e-6,
+                "nt_asgd_nonmono": 0,
+                "out_dir": out,
+                "tensorboard": False,
+                "verbose": 0,
+            },
+        }
+    )
+
+
+def _log(run_dir):
+    with open(os.path.join(run_dir, "log.csv")) as f:
+        return list(csv.DictReader(f))
+
+
+def _random_corpus(directory):
+    """Random phrases: validation reaches its floor (the unigram entropy)
+    within a few epochs and then fluctuates, so NT-ASGD triggers."""
+    rng = np.random.default_rng(0)
+    words = ["the cat", "a dog", "sees", "likes", "the fish", "a ball", "."]
+    os.makedirs(directory)
+    for split, n in (("train", 3000), ("valid", 300), ("test", 300)):
+        lines = [" ".join(rng.choice(words, 5)) for _ in range(n // 5)]
+        with open(os.path.join(directory, f"{split}.txt"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return directory
+
+
+@pytest.mark.slow
+def test_awd_run_nt_asgd_and_finetune(tmp_path):
+    out = str(tmp_path / "run")
+    corpus = _random_corpus(str(tmp_path / "corpus"))
+    results = train(_config(corpus, out))
+    assert results["test"]["ppl"] < 9  # 8 word types + <eos>
+    log = _log(out)
+    # AR / TAR / cv logged separately from the cross-entropy.
+    for row in log:
+        assert float(row["ar"]) > 0 and float(row["tar"]) > 0
+        assert float(row["cv"]) > 0
+        assert float(row["loss"]) != float(row["nll"])
+    # The switch happened exactly where the reference rule says.
+    history, trigger = [], None
+    for epoch, row in enumerate(log):
+        val = float(row["val_loss"])
+        if should_trigger(history, val, 0):
+            trigger = epoch
+            break
+        history.append(val)
+    expect = [
+        1.0 if trigger is not None and e >= trigger else 0.0
+        for e in range(len(log))
+    ]
+    assert [float(r["asgd"]) for r in log] == expect
+    assert 1.0 in expect, "NT-ASGD never triggered"
+    with open(os.path.join(out, "checkpoint", "state.json")) as f:
+        state = json.load(f)["callbacks"]["NTASGD"]
+    assert state["averaging"] and state["n_averaged"] > 0
+
+    rounds = finetune(out, rounds=2, overrides=["train.epochs=3"])
+    assert 1 <= len(rounds) <= 2
+    first = _log(rounds[0]["run_dir"])
+    assert all(float(r["asgd"]) == 1.0 for r in first)  # averaging from 0
+    if len(rounds) == 2:
+        assert rounds[0]["best_val_loss"] < rounds[0]["start_val_loss"]
+    else:  # stopped repeating: the first round did not improve
+        assert rounds[0]["best_val_loss"] >= rounds[0]["start_val_loss"]
+    for r in rounds:  # each round ends on the rule or its epoch budget
+        n = len(_log(r["run_dir"]))
+        with open(os.path.join(r["run_dir"], "checkpoint", "state.json")) as f:
+            stopped = json.load(f)["callbacks"]["NTASGD"]["stopped_epoch"]
+        assert n == 3 or stopped == n - 1
+
+
+class _Recorder(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.epochs = {}
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epochs[epoch] = []
+        self._epoch = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        lr = float(ops.convert_to_numpy(self.model.optimizer.learning_rate))
+        self.epochs[self._epoch].append(lr)
+
+
+def test_variable_windows_every_batch_and_lr_scaled(tiny_config, tmp_path):
+    config = apply_overrides(
+        tiny_config,
+        [
+            "data.variable_bptt=true",
+            "data.bptt_max_delta=4",
+            "train.optimizer=sgd",
+            "train.learning_rate=0.5",
+            "train.epochs=3",
+        ],
+    )
+    recorder = _Recorder()
+    train(config, callbacks=[recorder])
+    corpus = load_run_corpus(config)
+    stream = make_train_stream(config, corpus)
+    assert sorted(recorder.epochs) == [0, 1, 2]
+    for epoch, lrs in recorder.epochs.items():
+        stream.set_epoch(epoch)
+        # every window of the epoch was trained on, at lr * seq_len / bptt
+        expect = [0.5 * w.lr_scale for w in stream.windows]
+        np.testing.assert_allclose(lrs, expect, rtol=1e-6)
+        assert max(w.length for w in stream.windows) <= 8 + 4
