@@ -14,6 +14,48 @@ import keras
 from keras import ops
 
 
+def token_nll(y_true, y_pred, from_logits=True):
+    """Per-token negative log-likelihood (nats), in float32.
+
+    ``logsumexp(logits) - logits[target]``: the same number as Keras's
+    ``sparse_categorical_crossentropy(from_logits=True)`` (to float32
+    round-off), but TensorFlow's fused sparse softmax cross-entropy kernel
+    is 3-4x slower on CPU than this (measured on a 400 x 10k batch:
+    18.9 ms vs 5.5 ms forward, 21 ms vs 11-13 ms forward + backward), and
+    the loss and the metrics each compute it once per step. With
+    ``from_logits=False`` the predictions are probabilities.
+    """
+    y_pred = ops.cast(y_pred, "float32")
+    index = ops.expand_dims(ops.cast(y_true, "int32"), -1)
+    picked = ops.squeeze(ops.take_along_axis(y_pred, index, axis=-1), -1)
+    if not from_logits:
+        return -ops.log(ops.maximum(picked, keras.config.epsilon()))
+    return ops.logsumexp(y_pred, axis=-1) - picked
+
+
+@keras.saving.register_keras_serializable(package="keras_rnnlm")
+class TokenCrossEntropy(keras.losses.Loss):
+    """The training loss: mean token NLL (:func:`token_nll`), reduced like
+    ``keras.losses.SparseCategoricalCrossentropy`` (weighted sum over the
+    number of entries)."""
+
+    def __init__(
+        self,
+        from_logits=True,
+        reduction="sum_over_batch_size",
+        name="token_cross_entropy",
+        dtype=None,
+    ):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+        self.from_logits = from_logits
+
+    def call(self, y_true, y_pred):
+        return token_nll(y_true, y_pred, self.from_logits)
+
+    def get_config(self):
+        return {**super().get_config(), "from_logits": self.from_logits}
+
+
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
 class TokenNLL(keras.metrics.Metric):
     """Mean negative log-likelihood per token (nats).
@@ -51,10 +93,7 @@ class TokenNLL(keras.metrics.Metric):
         acc.assign(t)
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        nll = keras.losses.sparse_categorical_crossentropy(
-            y_true, y_pred, from_logits=self.from_logits
-        )
-        nll = ops.cast(nll, self.dtype)
+        nll = ops.cast(token_nll(y_true, y_pred, self.from_logits), self.dtype)
         if sample_weight is None:
             weight = ops.ones_like(nll)
         else:

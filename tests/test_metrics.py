@@ -8,7 +8,9 @@ from keras_rnnlm.config import ModelConfig
 from keras_rnnlm.evaluation import Evaluator
 from keras_rnnlm.metrics import BitsPerCharacter
 from keras_rnnlm.metrics import Perplexity
+from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import TokenNLL
+from keras_rnnlm.metrics import token_nll
 
 
 def _log_softmax(z):
@@ -113,3 +115,34 @@ def test_perplexity_metric_serializable():
         keras.saving.serialize_keras_object(m)
     )
     assert isinstance(clone, Perplexity)
+
+
+def test_token_nll_equals_keras_cross_entropy():
+    rng = np.random.default_rng(3)
+    logits = rng.normal(size=(3, 5, 11)).astype("float32") * 4
+    y = rng.integers(0, 11, (3, 5))
+    expect = keras.losses.sparse_categorical_crossentropy(
+        y, logits, from_logits=True
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(token_nll(y, logits)),
+        ops.convert_to_numpy(expect),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    probs = ops.softmax(logits)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(token_nll(y, probs, from_logits=False)),
+        ops.convert_to_numpy(expect),
+        rtol=1e-4,
+        atol=1e-5,
+    )
+    # The loss reduces like SparseCategoricalCrossentropy, weights included.
+    w = (rng.random((3, 5)) > 0.3).astype("float32")
+    ours = TokenCrossEntropy()(y, logits, sample_weight=w)
+    ref = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(
+        y, logits, sample_weight=w
+    )
+    np.testing.assert_allclose(float(ours), float(ref), rtol=1e-5)
+    again = TokenCrossEntropy.from_config(TokenCrossEntropy().get_config())
+    assert again.from_logits

@@ -12,9 +12,8 @@ each of the ``batch_size`` streams is context only, and fewer than
 
 import math
 
-import keras
-
 from keras_rnnlm.data.streams import LMSequence
+from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
 from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.builder import copy_weights
@@ -56,7 +55,7 @@ class Evaluator:
             model_config, vocab_size, batch_size, name="rnnlm_eval"
         )
         self.model.compile(
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            loss=TokenCrossEntropy(),
             weighted_metrics=lm_metrics(char_level),
             jit_compile=jit_compile,
         )

@@ -28,6 +28,7 @@ from keras_rnnlm.data import Vocabulary
 from keras_rnnlm.data import load_corpus
 from keras_rnnlm.data.streams import LMSequence
 from keras_rnnlm.evaluation import Evaluator
+from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import validate_model_config
@@ -62,7 +63,7 @@ def compile_model(model, train_config, char_level=False):
     """Compiles with the package's loss and exact token metrics."""
     model.compile(
         optimizer=make_optimizer(train_config),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        loss=TokenCrossEntropy(),
         weighted_metrics=lm_metrics(char_level),
         jit_compile=train_config.jit_compile,
     )
