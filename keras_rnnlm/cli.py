@@ -3,6 +3,8 @@
 keras-rnnlm train RECIPE.py [--preset NAME] [--set section.key=value]
 keras-rnnlm train --config run.json [--set ...]
 keras-rnnlm evaluate RUN_DIR [--split test] [--batch-size 1] [--bptt 35]
+keras-rnnlm dynamic-eval RUN_DIR [--split test] [--preset NAME] [--lr ETA]
+    [--lambda L] [--epsilon E] [--bptt 5] [--variant rms|sgd] [--max-tokens N]
 keras-rnnlm score MODEL [FILE] [--json]     (keras_rnnlm.scoring.commands)
 keras-rnnlm rescore MODEL NBEST [--lm-weight W] [--reference REF]
 keras-rnnlm export RUN_DIR OUT/NAME/VERSION
@@ -101,6 +103,101 @@ def _evaluate(args):
     return 0
 
 
+def _dynamic_eval(args):
+    from keras_rnnlm.evaluation.dynamic import dynamic_evaluate_run
+
+    r = dynamic_evaluate_run(
+        args.run_dir,
+        split=args.split,
+        preset=args.preset,
+        weights=args.weights,
+        max_tokens=args.max_tokens,
+        static=args.static,
+        output=args.output,
+        verbose=args.verbose,
+        jit_compile=not args.no_jit,
+        variant=args.variant,
+        lr=args.lr,
+        lamb=args.lamb,
+        epsilon=args.epsilon,
+        bptt=args.bptt,
+        grad_batch_size=args.grad_batch_size,
+        grad_bptt=args.grad_bptt,
+        grad_batches=args.grad_batches,
+        statistics=args.statistics,
+    )
+    line = f"dynamic-eval {args.split}: ppl {r['ppl']:.2f}"
+    if "bpc" in r:
+        line += f", bpc {r['bpc']:.4f}"
+    if "static" in r:
+        line += f" (static {r['static']['ppl']:.2f})"
+    print(
+        f"{line} ({r['tokens']} tokens, {r['variant']}, lr {r['lr']:g}, "
+        f"lambda {r['lambda']:g}, bptt {r['bptt']}, "
+        f"{r['tokens_per_s']:.0f} tokens/s)"
+    )
+    print(f"wrote {r['output']}")
+    return 0
+
+
+def dynamic_eval_parser(d):
+    """Adds the ``dynamic-eval`` options to the subparser ``d``."""
+    from keras_rnnlm.evaluation.dynamic import PRESETS
+    from keras_rnnlm.evaluation.dynamic import STATISTICS
+    from keras_rnnlm.evaluation.dynamic import VARIANTS
+
+    d.add_argument("run_dir")
+    d.add_argument(
+        "--split", default="test", choices=["train", "valid", "test"]
+    )
+    d.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        help="hyperparameter set (default: Krause et al.'s AWD-LSTM values)",
+    )
+    d.add_argument("--variant", choices=VARIANTS)
+    d.add_argument("--lr", type=float, help="learning rate eta")
+    d.add_argument(
+        "--lambda", dest="lamb", type=float, help="decay to trained weights"
+    )
+    d.add_argument("--epsilon", type=float, help="RMS stabiliser")
+    d.add_argument("--bptt", type=int, help="segment length (one update each)")
+    d.add_argument(
+        "--grad-batch-size", type=int, help="streams of the statistics pass"
+    )
+    d.add_argument("--grad-bptt", type=int, help="its window (default bptt)")
+    d.add_argument(
+        "--grad-batches",
+        type=int,
+        help="training batches for the statistics (default: all)",
+    )
+    d.add_argument(
+        "--statistics",
+        choices=STATISTICS,
+        help="mean: paper equations; sum: MoS/original code scaling",
+    )
+    d.add_argument(
+        "--max-tokens", type=int, help="score only the first N tokens"
+    )
+    d.add_argument("--weights", help="weights file (default best.weights.h5)")
+    d.add_argument(
+        "--static",
+        action="store_true",
+        help="also report the static perplexity of the same tokens",
+    )
+    d.add_argument(
+        "--output",
+        help="JSON result (default RUN_DIR/dynamic_eval_SPLIT.json)",
+    )
+    d.add_argument(
+        "--no-jit",
+        action="store_true",
+        help="plain tf.function steps instead of XLA-compiled ones",
+    )
+    d.add_argument("--verbose", type=int, default=0)
+    return d
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="keras-rnnlm", description="Recurrent language models, Keras 3"
@@ -122,6 +219,12 @@ def build_parser():
     e.add_argument("--bptt", type=int)
     e.add_argument("--weights", help="weights file (default best.weights.h5)")
     e.set_defaults(func=_evaluate)
+
+    d = sub.add_parser(
+        "dynamic-eval", help="dynamic evaluation (Krause et al. 2018)"
+    )
+    dynamic_eval_parser(d)
+    d.set_defaults(func=_dynamic_eval)
 
     from keras_rnnlm.scoring.commands import add_scoring_commands
 

@@ -66,7 +66,10 @@ class ModelConfig:
             character-level models; no embedding parameters).
         hidden_sizes: one entry per recurrent layer.
         cell: recurrent layer name (see
-            :func:`keras_rnnlm.models.recurrent_layer_names`).
+            :func:`keras_rnnlm.models.recurrent_layer_names`), or
+            ``mmlstm`` for Major-Minor LSTM layers
+            (:class:`keras_rnnlm.layers.major_minor_lstm.MajorMinorLSTM`,
+            weight-dropped with ``weight_dropout``).
         cell_kwargs: extra constructor arguments of that layer.
         head: ``softmax`` (own output matrix) or ``tied`` (the embedding
             matrix transposed, with its own bias).
@@ -85,7 +88,13 @@ class ModelConfig:
             ``dropout`` itself is then the last layer's output dropout.
         dropoute: embedding dropout (whole word types, AWD-LSTM).
         weight_dropout: DropConnect on each LSTM's recurrent kernel
-            (AWD-LSTM ``wdrop``; needs ``cell="lstm"``).
+            (AWD-LSTM ``wdrop``; needs ``cell="lstm"`` or ``"mmlstm"``).
+        major_proportions: ``cell="mmlstm"``: one Major share ``r`` in
+            ``(0, 1]`` per layer (the Major LSTM has ``round(r * size)``
+            units, the Minor LSTM the rest; 1: a plain LSTM layer).
+        minor_input: ``cell="mmlstm"``: what the Minor LSTMs read,
+            ``embedding`` (the embedding output after ``dropouti``,
+            MMLM-1) or ``previous`` (the previous layer's output, MMLM-2).
         mixture_components: ``head="mos"``: the number of experts K;
             ``head="doc"``: ``[i_0, ..., i_L]`` components per source
             (embedding, then each recurrent layer).
@@ -110,6 +119,8 @@ class ModelConfig:
     dropouth: float | None = None
     dropoute: float = 0.0
     weight_dropout: float = 0.0
+    major_proportions: list | None = None
+    minor_input: str = "embedding"
     mixture_components: Any = None
     dropoutl: float = 0.0
     cv_penalty: float = 0.0

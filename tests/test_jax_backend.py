@@ -4,8 +4,9 @@ The default test run uses TensorFlow. This test runs, in one JAX
 subprocess (one JAX start-up), the tests whose results depend on the
 backend: the multiplicative cells against their NumPy references and
 their gradients, carried recurrent state through the compiled
-predict/evaluate steps, and streaming evaluation equal to a whole-stream
-pass.
+predict/evaluate steps, streaming evaluation equal to a whole-stream
+pass, and the dynamic-evaluation steps (jitted stateless_call + update)
+against hand-computed ones.
 """
 
 import os
@@ -19,7 +20,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SELECTION = {
     "layers/test_multiplicative.py": "(matches_numpy and auto) or gradients",
     "layers/test_stateful.py": "carries_state and (lstm or mlstm)",
+    "layers/test_major_minor_lstm.py": "carries_state",
     "test_metrics.py": "independent",
+    "evaluation/test_dynamic.py": "update_rule_matches_hand_computed",
 }
 
 

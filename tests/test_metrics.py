@@ -2,6 +2,7 @@ import math
 
 import keras
 import numpy as np
+import pytest
 from keras import ops
 
 from keras_rnnlm.config import ModelConfig
@@ -146,3 +147,17 @@ def test_token_nll_equals_keras_cross_entropy():
     np.testing.assert_allclose(float(ours), float(ref), rtol=1e-5)
     again = TokenCrossEntropy.from_config(TokenCrossEntropy().get_config())
     assert again.from_logits
+
+
+@pytest.mark.parametrize("cell", ["gru", "simple_rnn", "keras_lstm"])
+def test_batch_one_evaluation_of_keras_layers(cell):
+    """Keras's own recurrent layers evaluate at batch 1 (AWD's test batch)
+    and stream exactly: windows of 5 == one window over the split."""
+    cfg = ModelConfig(embedding_dim=6, hidden_sizes=[6], cell=cell)
+    ids = np.random.default_rng(0).integers(0, 20, 101).astype("int32")
+    short = Evaluator(cfg, 20, 1, 5)
+    whole = Evaluator(cfg, 20, 1, 100)
+    whole.model.set_weights(short.model.get_weights())
+    a, b = short.evaluate(ids), whole.evaluate(ids)
+    assert a["tokens"] == b["tokens"] == 100
+    assert a["nll"] == pytest.approx(b["nll"], rel=1e-5)

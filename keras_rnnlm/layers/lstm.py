@@ -14,6 +14,7 @@ from keras import ops
 
 from keras_rnnlm.layers.recurrence import lstm_recurrence
 from keras_rnnlm.layers.stateful import TrackedStateMixin
+from keras_rnnlm.layers.stateful import state_snapshot
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
@@ -88,10 +89,7 @@ class LSTM(TrackedStateMixin, keras.layers.LSTM):
         proj = ops.matmul(sequences, cell.kernel)
         if cell.use_bias:
             proj = proj + cell.bias
-        h0, c0 = (
-            ops.convert_to_tensor(_value(s), dtype=proj.dtype)
-            for s in initial_state
-        )
+        h0, c0 = (state_snapshot(s, proj.dtype) for s in initial_state)
         rk = ops.cast(
             _value(self.recurrent_kernel_for_call(training)), proj.dtype
         )

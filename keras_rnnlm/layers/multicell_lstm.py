@@ -87,6 +87,7 @@ from keras import initializers
 from keras import ops
 
 from keras_rnnlm.layers import recurrence
+from keras_rnnlm.layers.stateful import state_snapshot
 
 STRATEGIES = ("mean", "weighted", "random", "max", "min_max", "learnable_max")
 INITIAL_CELLS = ("zeros", "linspace", "random")
@@ -792,8 +793,7 @@ class MultiCellLSTM(keras.layers.RNN):
             )
             projected = ops.concatenate([projected, noise], axis=-1)
         states = tuple(
-            ops.convert_to_tensor(_value(s), dtype=projected.dtype)
-            for s in initial_state
+            state_snapshot(s, projected.dtype) for s in initial_state
         )
         weights = tuple(
             ops.cast(w, projected.dtype) for w in cell.step_weights()

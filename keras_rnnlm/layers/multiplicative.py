@@ -69,6 +69,7 @@ from keras import ops
 
 from keras_rnnlm.layers import recurrence
 from keras_rnnlm.layers.stateful import TrackedStateMixin
+from keras_rnnlm.layers.stateful import state_snapshot
 
 
 class MultiplicativeCell(keras.layers.Layer):
@@ -524,8 +525,7 @@ class MultiplicativeRNN(TrackedStateMixin, keras.layers.RNN):
         cell = self.cell
         projected = cell.project_inputs(sequences)
         states = tuple(
-            ops.convert_to_tensor(_value(s), dtype=projected.dtype)
-            for s in initial_state
+            state_snapshot(s, projected.dtype) for s in initial_state
         )
         weights = tuple(
             ops.cast(w, projected.dtype) for w in cell.step_weights()

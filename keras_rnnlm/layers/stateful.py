@@ -17,7 +17,22 @@ size, and a trained model must load into models of any batch size).
 """
 
 import keras
+from keras import ops
 from keras import tree
+
+
+def state_snapshot(state, dtype=None):
+    """The value of a carried-state variable as a new tensor.
+
+    The fused loops' hand-written backward passes keep the initial state
+    for later; handing them the state *variable* (which the layer then
+    overwrites with the final state) made eager-mode gradients read the
+    final state instead of the initial one (wrong gradients with
+    ``run_eagerly=True``; compiled steps were unaffected).
+    """
+    if isinstance(state, keras.Variable):
+        state = state.value
+    return ops.copy(ops.convert_to_tensor(state, dtype=dtype))
 
 
 class TrackedStateMixin:
@@ -29,6 +44,18 @@ class TrackedStateMixin:
     not *weights*, so ``count_params``, ``summary`` and saved weights are
     unchanged (a model loads into models of any batch size).
     """
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        # Keras's TF trainer may trace the step with an unknown batch size;
+        # with a carried state of batch 1 the loop's state then broadcasts
+        # from (1, H) to (None, H) and tf.while_loop rejects it. A stateful
+        # layer's batch size is its state's: make it static.
+        states = tree.flatten(self.states or [])
+        if self.stateful and states and sequences.shape[0] is None:
+            shape = [states[0].shape[0]]
+            shape += [-1 if d is None else d for d in sequences.shape[1:]]
+            sequences = ops.reshape(sequences, shape)
+        return super().inner_loop(sequences, initial_state, mask, training)
 
     @property
     def variables(self):

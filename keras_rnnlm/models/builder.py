@@ -17,6 +17,9 @@ from keras_rnnlm.layers.activation_regularization import (
 from keras_rnnlm.layers.direct_output_connection import DirectOutputConnection
 from keras_rnnlm.layers.embedding_dropout import EmbeddingDropout
 from keras_rnnlm.layers.locked_dropout import LockedDropout
+from keras_rnnlm.layers.major_minor_lstm import MINOR_INPUTS
+from keras_rnnlm.layers.major_minor_lstm import MajorMinorLSTM
+from keras_rnnlm.layers.major_minor_lstm import split_units
 from keras_rnnlm.layers.mixture_of_softmaxes import MixtureLogProbs
 from keras_rnnlm.layers.mixture_of_softmaxes import MixtureOfSoftmaxes
 from keras_rnnlm.layers.one_hot import OneHot
@@ -84,11 +87,12 @@ def validate_model_config(config):
         raise ConfigError(
             f"model.rnn_init must be one of {RNN_INITS}: {config.rnn_init!r}"
         )
-    if config.weight_dropout and config.cell != "lstm":
+    if config.weight_dropout and config.cell not in ("lstm", "mmlstm"):
         raise ConfigError(
-            "model.weight_dropout needs model.cell='lstm' (the fused "
-            f"weight-dropped LSTM), got {config.cell!r}"
+            "model.weight_dropout needs model.cell='lstm' or 'mmlstm' (the "
+            f"fused weight-dropped LSTM), got {config.cell!r}"
         )
+    _validate_major_minor(config)
     if config.head == "mos" and not isinstance(config.mixture_components, int):
         raise ConfigError(
             "model.head='mos' needs model.mixture_components = K (an int)"
@@ -104,6 +108,38 @@ def validate_model_config(config):
                 "model.head='doc' needs model.mixture_components = [i_0, "
                 "..., i_L], one count per source (embedding + each of the "
                 f"{len(config.hidden_sizes)} recurrent layers), got {comps!r}"
+            )
+
+
+def _validate_major_minor(config):
+    props = config.major_proportions
+    if config.cell != "mmlstm":
+        if props is not None:
+            raise ConfigError(
+                "model.major_proportions is for model.cell='mmlstm', got "
+                f"cell={config.cell!r}"
+            )
+        return
+    if config.minor_input not in MINOR_INPUTS:
+        raise ConfigError(
+            f"model.minor_input must be one of {MINOR_INPUTS}, got "
+            f"{config.minor_input!r}"
+        )
+    if not isinstance(props, (list, tuple)) or len(props) != len(
+        config.hidden_sizes
+    ):
+        raise ConfigError(
+            "model.cell='mmlstm' needs model.major_proportions, one Major "
+            f"share per layer of {config.hidden_sizes}, got {props!r}"
+        )
+    for units, r in zip(config.hidden_sizes, props):
+        if not isinstance(r, (int, float)) or not 0.0 < r <= 1.0:
+            raise ConfigError(
+                f"model.major_proportions must be in (0, 1], got {props!r}"
+            )
+        if split_units(units, r)[0] < 1:
+            raise ConfigError(
+                f"Major share {r} of a layer of {units} leaves no Major unit"
             )
 
 
@@ -175,7 +211,14 @@ def build_language_model(
             rnn_init = _fan_initializer(units, seed, i + 1)
         else:
             rnn_init = _initializer(config.init_range, seed, i + 1)
-        if config.weight_dropout:
+        inputs = x
+        if config.cell == "mmlstm":
+            layer = _major_minor_lstm(units, config, stateful, seed, i)
+            if config.minor_input == "embedding":
+                # MMLM-1: the Minor LSTM reads the embedding output after
+                # dropouti (the first layer's input).
+                inputs = [x, sources[0]]
+        elif config.weight_dropout:
             layer = _weight_drop_lstm(
                 units, config, stateful, rnn_init, _seed(seed, 200 + i), i
             )
@@ -188,7 +231,7 @@ def build_language_model(
                 name=f"rnn_{i}",
                 **config.cell_kwargs,
             )
-        raw = layer(x)
+        raw = layer(inputs)
         last = i == n_layers - 1
         x = dropout(
             raw, i + 1, config.dropout if last else rate(config.dropouth)
@@ -243,6 +286,43 @@ def _weight_drop_lstm(units, config, stateful, initializer, seed, i):
     )
 
 
+def _major_minor_lstm(units, config, stateful, seed, i):
+    """Layer ``i`` of an MMLSTM stack.
+
+    Weights: ``rnn_init="pytorch"`` gives each branch PyTorch's nn.LSTM
+    default U(+-1/sqrt(H)) with ``H`` *that branch's* units (they are two
+    LSTMs in the reference code): ``VarianceScaling(4/3, "fan_out",
+    "uniform")``, whose limit ``sqrt(3 * (4/3) / (4 H))`` is ``1/sqrt(H)``
+    for the kernel, recurrent kernel and bias alike (fan-out ``4 H``);
+    otherwise ``init_range``'s U(-r, r) (or Keras's defaults).
+    """
+    if config.rnn_init == "pytorch":
+        init = keras.initializers.VarianceScaling(
+            4.0 / 3.0, "fan_out", "uniform", seed=_seed(seed, i + 1)
+        )
+    else:
+        init = _initializer(config.init_range, seed, i + 1)
+    kw = dict(config.cell_kwargs)
+    if init is not None:
+        kw.update(
+            kernel_initializer=init,
+            recurrent_initializer=init,
+            bias_initializer=init,
+        )
+        kw.setdefault("unit_forget_bias", False)
+    return MajorMinorLSTM(
+        units,
+        major_proportion=config.major_proportions[i],
+        minor_input=config.minor_input,
+        weight_dropout=config.weight_dropout,
+        seed=_seed(seed, 200 + i),
+        return_sequences=True,
+        stateful=stateful,
+        name=f"rnn_{i}",
+        **kw,
+    )
+
+
 def _mixture_head(config, embedding, sources, seed):
     """MoS / DOC: latents -> tied decoder -> mixture log-probabilities."""
     if config.rnn_init == "pytorch":
@@ -277,12 +357,21 @@ def _mixture_head(config, embedding, sources, seed):
 
 
 def recurrent_layers(model):
-    """The model's recurrent layers (anything with ``reset_state``)."""
-    return [
-        layer
-        for layer in model._flatten_layers(include_self=False)
-        if hasattr(layer, "reset_state") and getattr(layer, "stateful", 0)
-    ]
+    """The model's stateful recurrent layers (anything stateful with
+    ``reset_state``), outermost first: the branches inside a composite
+    recurrent layer (:class:`MajorMinorLSTM`) are its business and are
+    not listed."""
+    found = []
+
+    def walk(layer):
+        for sub in layer._flatten_layers(include_self=False, recursive=False):
+            if hasattr(sub, "reset_state") and getattr(sub, "stateful", 0):
+                found.append(sub)
+            else:
+                walk(sub)
+
+    walk(model)
+    return found
 
 
 def reset_states(model):
@@ -308,4 +397,7 @@ def copy_weights(source, target):
                 f"Weight shape mismatch: {s.path} {s.shape} vs "
                 f"{d.path} {d.shape}"
             )
-        d.assign(s.value)
+        # A copy: on JAX, assigning the array itself would alias the two
+        # models' buffers, and a compiled step of one (which donates its
+        # variables' buffers) would delete the other's weights.
+        d.assign(keras.ops.copy(s.value))

@@ -29,7 +29,10 @@ does -- the package's fused ``LSTM``, ``MultiplicativeRNN``, Keras's
 * the same weights, in the same order (``get_weights``), as its twin.
 
 A recurrent layer is recognised as an instance of ``keras.layers.RNN`` or
-any layer with ``get_initial_state`` whose config has ``return_state``.
+any layer with ``get_initial_state`` whose config has ``return_state``
+(e.g. :class:`~keras_rnnlm.layers.major_minor_lstm.MajorMinorLSTM`, which
+holds two LSTMs: recurrent layers inside a recurrent layer are its own
+business and get no twin).
 """
 
 import keras
@@ -48,6 +51,19 @@ def is_recurrent_layer(layer):
         return "return_state" in layer.get_config()
     except NotImplementedError:
         return False
+
+
+def _outer_recurrent_layers(layer):
+    """Recurrent layers under ``layer``, in layer order, not descending
+    into a recurrent layer (the LSTMs inside a MajorMinorLSTM are part of
+    it, not twins of their own)."""
+    found = []
+    for sub in layer._flatten_layers(include_self=False, recursive=False):
+        if is_recurrent_layer(sub):
+            found.append(sub)
+        else:
+            found.extend(_outer_recurrent_layers(sub))
+    return found
 
 
 def _twin(layer, portable=False):
@@ -133,11 +149,7 @@ def build_inference_model(model, portable=False):
         raise ValueError(
             f"Expected a functional keras.Model, got {type(model).__name__}"
         )
-    layers = [
-        layer
-        for layer in model._flatten_layers(include_self=False)
-        if is_recurrent_layer(layer)
-    ]
+    layers = _outer_recurrent_layers(model)
     if not layers:
         raise ValueError(
             f"Model {model.name!r} has no recurrent layer (see "

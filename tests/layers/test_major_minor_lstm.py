@@ -1,0 +1,419 @@
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_rnnlm.config import ConfigError
+from keras_rnnlm.config import ModelConfig
+from keras_rnnlm.layers.major_minor_lstm import MajorMinorLSTM
+from keras_rnnlm.layers.major_minor_lstm import count_params
+from keras_rnnlm.layers.major_minor_lstm import split_units
+from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
+from keras_rnnlm.models import build_language_model
+from keras_rnnlm.models import copy_weights
+from keras_rnnlm.models import reset_states
+from keras_rnnlm.models.builder import recurrent_layers
+from keras_rnnlm.scoring.inference_model import build_inference_model
+
+B, T, D, E = 3, 7, 5, 4  # batch, time, previous-layer size, embedding size
+
+
+def _numpy_lstm(x, kernel, rkernel, bias, h=None, c=None):
+    """Float64 LSTM (Keras gate order i, f, c, o); returns (out, h, c)."""
+    units = rkernel.shape[0]
+    h = np.zeros((x.shape[0], units)) if h is None else h
+    c = np.zeros_like(h) if c is None else c
+    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
+    out = []
+    for s in range(x.shape[1]):
+        z = x[:, s] @ kernel + h @ rkernel + bias
+        i, f, g, o = np.split(z, 4, axis=-1)
+        c = sig(f) * c + sig(i) * np.tanh(g)
+        h = sig(o) * np.tanh(c)
+        out.append(h)
+    return np.stack(out, 1), h, c
+
+
+def _branch_weights(branch, recurrent_kernel=None):
+    k, rk, b = (w.astype("float64") for w in branch.get_weights())
+    if recurrent_kernel is not None:
+        rk = ops.convert_to_numpy(recurrent_kernel).astype("float64")
+    return k, rk, b
+
+
+def _inputs(seed=0, time=T):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(B, time, D)).astype("float32")
+    emb = rng.normal(size=(B, time, E)).astype("float32")
+    return x, emb
+
+
+def _layer(units=10, r=0.7, minor_input="embedding", **kw):
+    kw.setdefault("return_sequences", True)
+    layer = MajorMinorLSTM(
+        units, major_proportion=r, minor_input=minor_input, seed=3, **kw
+    )
+    x, emb = _inputs()
+    layer([x, emb] if minor_input == "embedding" else x)
+    return layer
+
+
+def test_split_units_rounds_half_up():
+    assert split_units(1080, 0.9) == (972, 108)
+    assert split_units(620, 0.6) == (372, 248)
+    assert split_units(1150, 0.5) == (575, 575)
+    assert split_units(256, 0.9) == (230, 26)  # 230.4
+    assert split_units(1440, 0.7) == (1008, 432)  # 1007.9999...
+    assert split_units(5, 0.5) == (3, 2)  # half up, not to even
+    assert split_units(400, 1.0) == (400, 0)
+
+
+@pytest.mark.parametrize("minor_input", ["embedding", "previous"])
+def test_branch_shapes_and_parameter_count(minor_input):
+    layer = _layer(minor_input=minor_input)
+    assert (layer.major.units, layer.minor.units) == (7, 3)
+    minor_in = E if minor_input == "embedding" else D
+    k, rk, _ = layer.major.get_weights()
+    assert k.shape == (D, 28) and rk.shape == (7, 28)
+    k, rk, _ = layer.minor.get_weights()
+    assert k.shape == (minor_in, 12) and rk.shape == (3, 12)
+    assert layer.count_params() == count_params(10, 0.7, D, minor_in)
+    # Block-diagonal recurrence: fewer weights than one LSTM of 10.
+    assert layer.count_params() < count_params(10, 1.0, D)
+
+
+@pytest.mark.parametrize("minor_input", ["embedding", "previous"])
+def test_matches_numpy(minor_input):
+    """Output = [Major LSTM(previous), Minor LSTM(embeddings or
+    previous)], each an independent float64 LSTM."""
+    layer = _layer(minor_input=minor_input, weight_dropout=0.5)
+    x, emb = _inputs(1)
+    args = [x, emb] if minor_input == "embedding" else x
+    out = ops.convert_to_numpy(layer(args, training=False))
+    major, *_ = _numpy_lstm(x, *_branch_weights(layer.major))
+    minor_x = emb if minor_input == "embedding" else x
+    minor, *_ = _numpy_lstm(minor_x, *_branch_weights(layer.minor))
+    np.testing.assert_allclose(
+        out, np.concatenate([major, minor], -1), atol=1e-5
+    )
+
+
+def test_training_drops_both_recurrent_kernels_with_own_masks():
+    layer = _layer(weight_dropout=0.5)
+    x, emb = _inputs(2)
+    saved = [
+        ops.convert_to_numpy(b.weight_drop_seed_generator.state)
+        for b in layer.branches
+    ]
+    out = ops.convert_to_numpy(layer([x, emb], training=True))
+    dropped = []
+    for branch, state in zip(layer.branches, saved):
+        branch.weight_drop_seed_generator.state.assign(state)
+        dropped.append(branch.recurrent_kernel_for_call(True))
+    major, *_ = _numpy_lstm(x, *_branch_weights(layer.major, dropped[0]))
+    minor, *_ = _numpy_lstm(emb, *_branch_weights(layer.minor, dropped[1]))
+    np.testing.assert_allclose(
+        out, np.concatenate([major, minor], -1), atol=1e-5
+    )
+    for branch, kernel in zip(layer.branches, dropped):
+        assert branch.weight_dropout == 0.5
+        assert 0.3 < (ops.convert_to_numpy(kernel) == 0).mean() < 0.7
+
+
+def test_proportion_one_is_exactly_a_weight_drop_lstm():
+    """r = 1: no Minor branch; same weights (and seed) -> same outputs as
+    WeightDropLSTM, at inference and in training (same mask)."""
+    x, emb = _inputs(3)
+    mm = MajorMinorLSTM(
+        6,
+        major_proportion=1.0,
+        minor_input="previous",
+        weight_dropout=0.5,
+        seed=11,
+        return_sequences=True,
+        return_state=True,
+    )
+    ref = WeightDropLSTM(
+        6,
+        weight_dropout=0.5,
+        seed=11,
+        return_sequences=True,
+        return_state=True,
+    )
+    mm(x)
+    ref(x)
+    assert mm.minor is None and mm.minor_units == 0
+    assert mm.state_size == [6, 6]
+    ref.set_weights(mm.get_weights())
+    assert mm.count_params() == ref.count_params()
+    for training in (False, True, True):
+        got = [ops.convert_to_numpy(t) for t in mm(x, training=training)]
+        want = [ops.convert_to_numpy(t) for t in ref(x, training=training)]
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+    # With minor_input="embedding" the (absent) Minor input is ignored.
+    emb_layer = MajorMinorLSTM(6, 1.0, return_sequences=True)
+    emb_layer([x, emb])
+    emb_layer.set_weights(mm.get_weights())
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(emb_layer([x, emb])),
+        ops.convert_to_numpy(ref(x)[0]),
+    )
+
+
+def test_state_in_and_out():
+    """return_state gives [h_major, c_major, h_minor, c_minor]; feeding
+    them back continues the sequence exactly."""
+    layer = _layer(return_state=True)
+    x, emb = _inputs(4, time=8)
+    whole, *final = layer([x, emb])
+    assert [tuple(s.shape) for s in final] == [(B, 7), (B, 7), (B, 3), (B, 3)]
+    first, *states = layer([x[:, :3], emb[:, :3]])
+    second, *end = layer([x[:, 3:], emb[:, 3:]], initial_state=states)
+    np.testing.assert_allclose(
+        np.concatenate([first, second], 1), whole, atol=1e-5
+    )
+    for a, b in zip(end, final):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    major, h, c = _numpy_lstm(x, *_branch_weights(layer.major))
+    np.testing.assert_allclose(final[0], h, atol=1e-5)
+    np.testing.assert_allclose(final[1], c, atol=1e-5)
+    zeros = layer.get_initial_state(2)
+    assert [tuple(z.shape) for z in zeros] == [(2, 7), (2, 7), (2, 3), (2, 3)]
+
+
+def test_stateful_carries_both_branches_and_resets():
+    layer = _layer(stateful=True)
+    ref = _layer(stateful=False)
+    ref.set_weights(layer.get_weights())
+    x, emb = _inputs(5, time=8)
+    layer.reset_state()
+    halves = [
+        ops.convert_to_numpy(layer([x[:, s : s + 4], emb[:, s : s + 4]]))
+        for s in (0, 4)
+    ]
+    whole = ops.convert_to_numpy(ref([x, emb]))
+    np.testing.assert_allclose(np.concatenate(halves, 1), whole, atol=1e-5)
+    assert len(layer.states) == 4
+    assert all(np.abs(ops.convert_to_numpy(v)).sum() > 0 for v in layer.states)
+    # The states are tracked (threaded through compiled steps) but are not
+    # weights (count_params, saved weights).
+    paths = [v.path for v in layer.non_trainable_variables]
+    assert sum("rnn_state" in p for p in paths) == 4
+    assert not any("rnn_state" in w.path for w in layer.weights)
+    layer.reset_state()
+    assert all(not ops.convert_to_numpy(v).any() for v in layer.states)
+
+
+def test_config_round_trip_and_validation():
+    layer = MajorMinorLSTM(
+        12,
+        major_proportion=0.6,
+        minor_input="previous",
+        weight_dropout=0.25,
+        seed=5,
+        return_sequences=True,
+        stateful=False,
+        kernel_initializer=keras.initializers.RandomUniform(-0.2, 0.2, seed=1),
+        unit_forget_bias=False,
+        name="mm",
+    )
+    config = layer.get_config()
+    for key in (
+        "units",
+        "major_proportion",
+        "minor_input",
+        "weight_dropout",
+        "seed",
+        "return_sequences",
+        "return_state",
+        "stateful",
+        "kernel_initializer",
+        "recurrent_initializer",
+        "bias_initializer",
+        "unit_forget_bias",
+    ):
+        assert key in config
+        assert hasattr(layer, key)
+    clone = MajorMinorLSTM.from_config(config)
+    assert clone.get_config() == config
+    assert (clone.major_units, clone.minor_units) == (7, 5)
+    assert clone.minor.weight_dropout == 0.25
+    with pytest.raises(ValueError, match="major_proportion"):
+        MajorMinorLSTM(8, major_proportion=0.0)
+    with pytest.raises(ValueError, match="major_proportion"):
+        MajorMinorLSTM(8, major_proportion=1.5)
+    with pytest.raises(ValueError, match="minor_input"):
+        MajorMinorLSTM(8, minor_input="input")
+    with pytest.raises(ValueError, match="weight_dropout"):
+        MajorMinorLSTM(8, weight_dropout=1.0)
+    x, emb = _inputs()
+    with pytest.raises(ValueError, match="embeddings"):
+        MajorMinorLSTM(8)(x)
+    with pytest.raises(ValueError, match="one tensor"):
+        MajorMinorLSTM(8, minor_input="previous")([x, emb])
+
+
+def test_equal_branches_start_different():
+    """A seeded initializer is re-seeded for the Minor branch, so equal
+    shapes (5:5, same input) never start with equal weights."""
+    init = keras.initializers.RandomUniform(-0.1, 0.1, seed=7)
+    layer = MajorMinorLSTM(
+        8,
+        0.5,
+        minor_input="previous",
+        kernel_initializer=init,
+        recurrent_initializer=init,
+        bias_initializer=init,
+    )
+    layer(_inputs()[0])
+    for a, b in zip(layer.major.get_weights(), layer.minor.get_weights()):
+        assert a.shape == b.shape and not np.allclose(a, b)
+
+
+def test_keras_file_round_trip(tmp_path):
+    prev = keras.Input((None, D))
+    emb = keras.Input((None, E))
+    mm = MajorMinorLSTM(9, 0.7, weight_dropout=0.3, return_sequences=True)
+    out = keras.layers.Dense(2)(mm([prev, emb]))
+    model = keras.Model([prev, emb], out)
+    x, e = _inputs(6)
+    want = ops.convert_to_numpy(model([x, e]))
+    path = str(tmp_path / "mm.keras")
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    (layer,) = [la for la in loaded.layers if isinstance(la, MajorMinorLSTM)]
+    assert layer.get_config() == mm.get_config()
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(loaded([x, e])), want, atol=1e-6
+    )
+
+
+# -- in the builder ----------------------------------------------------------
+
+
+def _cfg(**kw):
+    base = dict(
+        embedding_dim=6,
+        hidden_sizes=[10, 6],
+        cell="mmlstm",
+        major_proportions=[0.7, 0.5],
+        head="mos",
+        mixture_components=3,
+        weight_dropout=0.3,
+        locked_dropout=True,
+        dropout=0.2,
+        dropouti=0.3,
+        init_range=0.5,
+        rnn_init=None,
+    )
+    base.update(kw)
+    return ModelConfig(**base)
+
+
+def _source(tensor):
+    return tensor._keras_history.operation.name
+
+
+@pytest.mark.parametrize("minor_input", ["embedding", "previous"])
+def test_builder_wires_minor_input(minor_input):
+    model = build_language_model(
+        _cfg(minor_input=minor_input), 20, None, stateful=False, seed=0
+    )
+    sources = []
+    for i in range(2):
+        node = model.get_layer(f"rnn_{i}")._inbound_nodes[0]
+        sources.append([_source(t) for t in node.input_tensors])
+    if minor_input == "embedding":
+        # The Minor LSTMs read the embeddings after dropouti (the first
+        # layer's own input).
+        assert sources == [
+            ["locked_dropout_0", "locked_dropout_0"],
+            ["locked_dropout_1", "locked_dropout_0"],
+        ]
+    else:
+        assert sources == [["locked_dropout_0"], ["locked_dropout_1"]]
+    minor_in = 6 if minor_input == "embedding" else 10
+    tied = 20 * 6 + 20  # embedding + decoder bias
+    mos = 6 * 3 * 6 + 3 * 6 + 6 * 3  # latent + prior
+    layers = count_params(10, 0.7, 6, 6) + count_params(6, 0.5, 10, minor_in)
+    expect = tied + layers + mos
+    n = sum(int(np.prod(v.shape)) for v in model.trainable_variables)
+    assert n == expect
+
+
+@pytest.mark.parametrize("minor_input", ["embedding", "previous"])
+def test_builder_carries_state(minor_input):
+    """Window-by-window predictions of the stateful model (compiled
+    predict step) equal one pass of the stateless model, on every backend;
+    so does streaming through the stateless inference graph."""
+    cfg = _cfg(minor_input=minor_input)
+    model = build_language_model(cfg, 20, 2, seed=0)
+    whole = build_language_model(cfg, 20, None, stateful=False, seed=0)
+    copy_weights(model, whole)
+    assert [la.name for la in recurrent_layers(model)] == ["rnn_0", "rnn_1"]
+    ids = np.random.default_rng(0).integers(0, 20, (2, 12)).astype("int32")
+    ref = ops.convert_to_numpy(whole(ids))
+    reset_states(model)
+    out = np.concatenate(
+        [
+            ops.convert_to_numpy(model.predict_on_batch(ids[:, s : s + 4]))
+            for s in range(0, 12, 4)
+        ],
+        axis=1,
+    )
+    np.testing.assert_allclose(out, ref, atol=1e-5)
+    reset_states(model)
+    for layer in recurrent_layers(model):
+        assert not any(ops.convert_to_numpy(v).any() for v in layer.states)
+    infer = build_inference_model(whole)
+    assert infer.state_shapes == [(7,), (7,), (3,), (3,)] + [(3,)] * 4
+    states, chunks = infer.zero_states(2), []
+    for s in range(0, 12, 3):
+        logits, states = infer(ids[:, s : s + 3], states)
+        chunks.append(ops.convert_to_numpy(logits))
+    np.testing.assert_allclose(np.concatenate(chunks, 1), ref, atol=1e-5)
+
+
+def test_builder_proportions_one_equal_weight_dropped_lstm_model():
+    mm = _cfg(major_proportions=[1.0, 1.0], head="tied", hidden_sizes=[8, 6])
+    lstm = _cfg(head="tied", hidden_sizes=[8, 6], cell="lstm")
+    lstm.major_proportions = None
+    a = build_language_model(mm, 20, None, stateful=False, seed=0)
+    b = build_language_model(lstm, 20, None, stateful=False, seed=0)
+    assert a.count_params() == b.count_params()
+    copy_weights(a, b)
+    ids = np.random.default_rng(1).integers(0, 20, (2, 9)).astype("int32")
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(a(ids)), ops.convert_to_numpy(b(ids))
+    )
+
+
+def test_builder_pytorch_init_is_per_branch():
+    """rnn_init='pytorch': each branch ~ U(+-1/sqrt(its own units))."""
+    cfg = _cfg(
+        rnn_init="pytorch", hidden_sizes=[200, 6], major_proportions=[0.9, 1]
+    )
+    model = build_language_model(cfg, 20, None, stateful=False, seed=0)
+    layer = model.get_layer("rnn_0")
+    for branch, units in ((layer.major, 180), (layer.minor, 20)):
+        for w in branch.get_weights():
+            limit = 1 / np.sqrt(units)
+            assert np.abs(w).max() <= limit
+            assert np.abs(w).max() > 0.9 * limit
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        (dict(major_proportions=None), "major_proportions"),
+        (dict(major_proportions=[0.9]), "major_proportions"),
+        (dict(major_proportions=[0.9, 0.0]), r"\(0, 1\]"),
+        (dict(major_proportions=[0.9, 1.2]), r"\(0, 1\]"),
+        (dict(minor_input="input"), "minor_input"),
+        (dict(cell="gru", weight_dropout=0.0), "mmlstm"),
+    ],
+)
+def test_builder_validation(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        build_language_model(_cfg(**kw), 20, None, stateful=False)
