@@ -8,10 +8,13 @@ keras-rnnlm dynamic-eval RUN_DIR [--split test] [--preset NAME] [--lr ETA]
 keras-rnnlm score MODEL [FILE] [--json]     (keras_rnnlm.scoring.commands)
 keras-rnnlm rescore MODEL NBEST [--lm-weight W] [--reference REF]
 keras-rnnlm export RUN_DIR OUT/NAME/VERSION
+keras-rnnlm feature-masking RUN_DIR [RUN_DIR ...] [--layer all|N ...]
+    [--p 0 0.05 ... 0.5] [--runs 5] [--split test] [--out DIR]
 """
 
 import argparse
 import json
+import os
 import sys
 
 from keras_rnnlm.config import ConfigError
@@ -198,6 +201,81 @@ def dynamic_eval_parser(d):
     return d
 
 
+def _feature_masking(args):
+    from keras_rnnlm.analysis.feature_masking import feature_masking
+    from keras_rnnlm.analysis.feature_masking import plot_curves
+    from keras_rnnlm.analysis.feature_masking import write_csv
+
+    rows = feature_masking(
+        args.run_dirs,
+        layers=args.layer,
+        ps=args.p,
+        runs=args.runs,
+        split=args.split,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        bptt=args.bptt,
+        max_tokens=args.max_tokens,
+        labels=args.labels,
+    )
+    os.makedirs(args.out, exist_ok=True)
+    csv_path = os.path.join(args.out, "feature_masking.csv")
+    png_path = os.path.join(args.out, "feature_masking.png")
+    write_csv(rows, csv_path)
+    plot_curves(rows, png_path, title=f"Feature masking ({args.split})")
+    print(f"wrote {csv_path} and {png_path}")
+    return 0
+
+
+def _masked_layer(text):
+    if text.lower() == "all":
+        return "all"
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise argparse.ArgumentTypeError(
+        f"a masked layer is 'all' or a layer number from 1, got {text!r}"
+    )
+
+
+def feature_masking_parser(f):
+    """Adds the ``feature-masking`` options to the subparser ``f``."""
+    from keras_rnnlm.analysis.feature_masking import DEFAULT_PS
+
+    f.add_argument(
+        "run_dirs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="run directories (or .weights.h5 files inside run directories)",
+    )
+    f.add_argument(
+        "--layer",
+        nargs="+",
+        type=_masked_layer,
+        default=["all"],
+        help="masked layer(s): 'all' and/or 1-based numbers; one panel each",
+    )
+    f.add_argument(
+        "--p",
+        nargs="+",
+        type=float,
+        default=list(DEFAULT_PS),
+        help="masking probabilities (default 0, 0.05, ..., 0.5)",
+    )
+    f.add_argument("--runs", type=int, default=5, help="masks per P")
+    f.add_argument(
+        "--split", default="test", choices=["train", "valid", "test"]
+    )
+    f.add_argument("--out", default="feature_masking", help="output folder")
+    f.add_argument("--seed", type=int, default=0, help="mask seed")
+    f.add_argument("--batch-size", type=int, help="evaluation streams")
+    f.add_argument("--bptt", type=int, help="evaluation window")
+    f.add_argument(
+        "--max-tokens", type=int, help="evaluate the first N tokens only"
+    )
+    f.add_argument("--labels", nargs="+", help="legend names, one per run")
+    return f
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="keras-rnnlm", description="Recurrent language models, Keras 3"
@@ -225,6 +303,13 @@ def build_parser():
     )
     dynamic_eval_parser(d)
     d.set_defaults(func=_dynamic_eval)
+
+    f = sub.add_parser(
+        "feature-masking",
+        help="perplexity with a fraction P of recurrent features masked",
+    )
+    feature_masking_parser(f)
+    f.set_defaults(func=_feature_masking)
 
     from keras_rnnlm.scoring.commands import add_scoring_commands
 

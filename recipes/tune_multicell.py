@@ -17,15 +17,17 @@ epochs). Re-running with the same ``--out`` continues the search
 """
 
 import argparse
-import csv
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+KEYS = ["trial", "num_cells", "strategy", "o_thr", "val_ppl", "best_epoch"]
+KEYS += ["status"]
 
 
 def parse_args(argv=None):
     from keras_rnnlm.layers.multicell_lstm import STRATEGIES
+    from keras_rnnlm.tuning.base import add_search_arguments
     from keras_rnnlm.tuning.multicell import PAPER_CELLS
 
     p = argparse.ArgumentParser(
@@ -35,52 +37,22 @@ def parse_args(argv=None):
     p.add_argument("--size", default="small", help="multicell_ptb preset")
     p.add_argument("--cells", type=int, nargs="+", default=list(PAPER_CELLS))
     p.add_argument("--strategies", nargs="+", default=list(STRATEGIES))
-    p.add_argument("--tuner", choices=("random", "grid"), default="random")
-    p.add_argument("--max-trials", type=int, default=10)
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--out", default="runs/tune_multicell")
-    p.add_argument("--overwrite", action="store_true")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="override a config value of the base preset",
-    )
-    p.add_argument("--data-dir")
+    add_search_arguments(p, out="runs/tune_multicell")
     return p.parse_args(argv)
 
 
 def base_config(size, overrides=(), data_dir=None):
-    from keras_rnnlm.recipe import config_from_preset
-    from keras_rnnlm.recipe import load_recipe
+    from keras_rnnlm.tuning.base import base_config as recipe_config
 
-    recipe = load_recipe(os.path.join(HERE, "multicell_ptb.py"))
-    overrides = list(overrides)
-    if data_dir:
-        overrides.append(f"data.data_dir={data_dir}")
-    return config_from_preset(recipe.PRESETS, size, overrides)
+    path = os.path.join(HERE, "multicell_ptb.py")
+    return recipe_config(path, size, overrides, data_dir)
 
 
 def write_results(rows, out):
     """``results.csv``, ``results.md`` and ``ppl_vs_cells.png``."""
-    keys = ["trial", "num_cells", "strategy", "o_thr", "val_ppl"]
-    keys += ["best_epoch", "status"]
-    with open(os.path.join(out, "results.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=keys)
-        writer.writeheader()
-        writer.writerows(rows)
-    lines = ["| " + " | ".join(keys) + " |", "|" + " --- |" * len(keys)]
-    for r in rows:
-        cells = []
-        for k in keys:
-            v = r[k]
-            cells.append(f"{v:.2f}" if isinstance(v, float) else str(v or ""))
-        lines.append("| " + " | ".join(cells) + " |")
-    with open(os.path.join(out, "results.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    from keras_rnnlm.tuning.base import write_table
+
+    write_table(rows, out, KEYS)
 
     import matplotlib
 
@@ -110,10 +82,9 @@ def write_results(rows, out):
 
 def run(argv=None):
     args = parse_args(argv)
-    import keras_tuner
-
     from keras_rnnlm.training.trainer import load_run_corpus
-    from keras_rnnlm.tuning.multicell import OBJECTIVE
+    from keras_rnnlm.tuning.base import is_worker
+    from keras_rnnlm.tuning.base import make_tuner
     from keras_rnnlm.tuning.multicell import MultiCellHyperModel
     from keras_rnnlm.tuning.multicell import trial_table
 
@@ -122,22 +93,10 @@ def run(argv=None):
     hypermodel = MultiCellHyperModel(
         config, corpus, cells=args.cells, strategies=args.strategies
     )
-    os.makedirs(args.out, exist_ok=True)
-    common = {
-        "objective": OBJECTIVE,
-        "max_trials": args.max_trials,
-        "seed": args.seed,
-        "directory": args.out,
-        "project_name": "search",
-        "overwrite": args.overwrite,
-    }
-    tuner_cls = (
-        keras_tuner.GridSearch
-        if args.tuner == "grid"
-        else keras_tuner.RandomSearch
-    )
-    tuner = tuner_cls(hypermodel, **common)
+    tuner = make_tuner(hypermodel, args)
     tuner.search(epochs=args.epochs, verbose=config.train.verbose)
+    if is_worker():  # distributed: the chief writes the results
+        return []
     rows = trial_table(tuner)
     write_results(rows, args.out)
     for r in rows:

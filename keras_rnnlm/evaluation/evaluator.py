@@ -35,6 +35,9 @@ class Evaluator:
         bptt: window length (state is carried across windows).
         char_level: also report bits per character.
         jit_compile: passed to ``compile``.
+        recurrent_output_hook: passed to
+            :func:`~keras_rnnlm.models.builder.build_language_model` for
+            the evaluation model only (e.g. feature masking).
     """
 
     def __init__(
@@ -45,6 +48,7 @@ class Evaluator:
         bptt,
         char_level=False,
         jit_compile=False,
+        recurrent_output_hook=None,
     ):
         self.model_config = model_config
         self.vocab_size = vocab_size
@@ -52,7 +56,11 @@ class Evaluator:
         self.bptt = bptt
         self.char_level = char_level
         self.model = build_language_model(
-            model_config, vocab_size, batch_size, name="rnnlm_eval"
+            model_config,
+            vocab_size,
+            batch_size,
+            name="rnnlm_eval",
+            recurrent_output_hook=recurrent_output_hook,
         )
         self.model.compile(
             loss=TokenCrossEntropy(),

@@ -144,7 +144,13 @@ def _validate_major_minor(config):
 
 
 def build_language_model(
-    config, vocab_size, batch_size, stateful=True, seed=None, name="rnnlm"
+    config,
+    vocab_size,
+    batch_size,
+    stateful=True,
+    seed=None,
+    name="rnnlm",
+    recurrent_output_hook=None,
 ):
     """Builds the language model described by ``config``.
 
@@ -156,6 +162,13 @@ def build_language_model(
             on a stream); reset it with :func:`reset_states`.
         seed: seed of the weight initializers and dropout layers.
         name: model name.
+        recurrent_output_hook: optional ``hook(i, outputs) -> outputs``
+            applied to the (raw) output of recurrent layer ``i`` (0-based)
+            before anything reads it (the dropout after it, the next
+            layer, AR/TAR, a DOC head); for analyses such as
+            :mod:`keras_rnnlm.analysis.feature_masking`. It must keep the
+            shape and add no trainable weight (weights are copied between
+            models by their trainable variables).
 
     Returns:
         A functional ``keras.Model`` mapping int32 tokens (batch, time) to
@@ -232,6 +245,8 @@ def build_language_model(
                 **config.cell_kwargs,
             )
         raw = layer(inputs)
+        if recurrent_output_hook is not None:
+            raw = recurrent_output_hook(i, raw)
         last = i == n_layers - 1
         x = dropout(
             raw, i + 1, config.dropout if last else rate(config.dropouth)

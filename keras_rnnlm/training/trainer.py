@@ -96,8 +96,9 @@ def load_run_corpus(config, vocab=None):
     )
 
 
-def make_evaluator(config, corpus, batch_size, bptt=None):
-    """The run's Evaluator for one batch size (and window)."""
+def make_evaluator(config, corpus, batch_size, bptt=None, **kwargs):
+    """The run's Evaluator for one batch size (and window); ``kwargs``
+    go to :class:`~keras_rnnlm.evaluation.Evaluator`."""
     return Evaluator(
         config.model,
         len(corpus.vocab),
@@ -105,6 +106,7 @@ def make_evaluator(config, corpus, batch_size, bptt=None):
         bptt or config.data.eval_bptt or config.data.bptt,
         char_level=corpus.is_char_level,
         jit_compile=config.train.jit_compile,
+        **kwargs,
     )
 
 

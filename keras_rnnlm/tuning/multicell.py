@@ -10,30 +10,28 @@ on a separate evaluation model, the run's learning-rate schedule -- and
 reports ``val_ppl`` (the objective, minimised; Keras Tuner keeps each
 trial's best epoch).
 
-The package's callbacks are created inside :meth:`MultiCellHyperModel.fit`
-for every trial, never handed to the tuner, so Keras Tuner's deep copy of
-the callbacks passed to ``search`` never meets a model or an evaluator.
+Training, callbacks and the trial table are
+:mod:`keras_rnnlm.tuning.base`'s.
 """
 
 import dataclasses
-import math
 
-import keras
-import keras_tuner
-
-from keras_rnnlm.callbacks import ResetStates
-from keras_rnnlm.callbacks import Validation
-from keras_rnnlm.callbacks import make_lr_schedule
-from keras_rnnlm.data.streams import LMSequence
 from keras_rnnlm.layers.multicell_lstm import STRATEGIES
-from keras_rnnlm.models import build_language_model
+from keras_rnnlm.tuning.base import OBJECTIVE
+from keras_rnnlm.tuning.base import RunConfigHyperModel
+from keras_rnnlm.tuning.base import trial_table as _trial_table
 
 #: The memory-cell counts of the paper's Table 2.
 PAPER_CELLS = (2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 30, 50)
-OBJECTIVE = keras_tuner.Objective("val_ppl", direction="min")
+__all__ = [
+    "OBJECTIVE",
+    "PAPER_CELLS",
+    "MultiCellHyperModel",
+    "trial_table",
+]
 
 
-class MultiCellHyperModel(keras_tuner.HyperModel):
+class MultiCellHyperModel(RunConfigHyperModel):
     """Hyperparameters: ``num_cells``, ``strategy`` and (``min_max``)
     ``o_thr``.
 
@@ -45,7 +43,9 @@ class MultiCellHyperModel(keras_tuner.HyperModel):
         cells: candidate numbers of memory cells.
         strategies: candidate strategies.
         o_thr_range: ``(min, max, step)`` of ``o_thr``.
-        **kwargs: ``keras_tuner.HyperModel`` arguments.
+        **kwargs: :class:`~keras_rnnlm.tuning.base.RunConfigHyperModel`
+            knobs (``bptts``, ``learning_rates``) and
+            ``keras_tuner.HyperModel`` arguments.
     """
 
     def __init__(
@@ -57,14 +57,12 @@ class MultiCellHyperModel(keras_tuner.HyperModel):
         o_thr_range=(0.1, 0.9, 0.1),
         **kwargs,
     ):
-        super().__init__(**kwargs)
+        super().__init__(config, corpus, **kwargs)
         unknown = set(strategies) - set(STRATEGIES)
         if unknown:
             raise ValueError(f"Unknown strategies {sorted(unknown)}")
         if not cells or min(cells) < 1:
             raise ValueError(f"cells must be positive integers: {cells}")
-        self.config = config
-        self.corpus = corpus
         self.cells = tuple(int(c) for c in cells)
         self.strategies = tuple(strategies)
         self.o_thr_range = tuple(o_thr_range)
@@ -87,78 +85,18 @@ class MultiCellHyperModel(keras_tuner.HyperModel):
         )
         return self.config.replace(model=model)
 
-    def build(self, hp):
-        from keras_rnnlm.training.trainer import compile_model
-
-        config = self.trial_config(hp)
-        keras.utils.set_random_seed(config.train.seed)
-        model = build_language_model(
-            config.model,
-            len(self.corpus.vocab),
-            config.data.batch_size,
-            seed=config.train.seed,
-        )
-        return compile_model(
-            model, config.train, getattr(self.corpus, "is_char_level", False)
-        )
-
-    def fit(self, hp, model, *args, epochs=None, callbacks=(), **kwargs):
-        """Trains one trial (positional data arguments are ignored: the
-        data is the hypermodel's corpus)."""
-        from keras_rnnlm.training.trainer import make_evaluator
-
-        config = self.trial_config(hp)
-        d = config.data
-        stream = LMSequence(
-            self.corpus.train,
-            d.batch_size,
-            d.bptt,
-            seed=config.train.seed,
-            pad_to=d.bptt,
-        )
-        corpus = self.corpus
-        cbs = [
-            ResetStates(),
-            Validation(
-                lambda: make_evaluator(
-                    config, corpus, d.eval_batch_size or d.batch_size
-                ),
-                corpus.valid,
-            ),
-            make_lr_schedule(
-                config.train.lr_schedule, config.train.learning_rate
-            ),
-            *(callbacks or ()),
-        ]
-        return model.fit(
-            stream,
-            epochs=epochs or config.train.epochs,
-            callbacks=cbs,
-            shuffle=False,
-            verbose=kwargs.get("verbose", config.train.verbose),
-        )
+    def describe(self, hp):
+        values = hp.values
+        return {
+            "num_cells": values.get("num_cells"),
+            "strategy": values.get("strategy"),
+            "o_thr": values.get("o_thr")
+            if values.get("strategy") == "min_max"
+            else None,
+            **self.knob_values(hp),
+        }
 
 
 def trial_table(tuner):
     """One row per finished trial: id, hyperparameters, best ``val_ppl``."""
-    rows = []
-    for trial in tuner.oracle.trials.values():
-        values = trial.hyperparameters.values
-        score = trial.score
-        rows.append(
-            {
-                "trial": trial.trial_id,
-                "num_cells": values.get("num_cells"),
-                "strategy": values.get("strategy"),
-                "o_thr": values.get("o_thr")
-                if values.get("strategy") == "min_max"
-                else None,
-                "val_ppl": None
-                if score is None or not math.isfinite(score)
-                else float(score),
-                "best_epoch": trial.best_step,
-                "status": str(trial.status),
-            }
-        )
-    rows.sort(key=lambda r: (r["val_ppl"] is None, r["val_ppl"] or 0))
-    return rows
+    return _trial_table(tuner, tuner.hypermodel.describe)

@@ -1,0 +1,307 @@
+"""What every Keras Tuner search of the package shares.
+
+:class:`RunConfigHyperModel` turns a trial's hyperparameters into a run
+config (:meth:`~RunConfigHyperModel.trial_config`, per subclass), builds
+and compiles the model as the trainer does, and trains a trial with the
+package's pieces: the stateful token stream (fixed windows of
+``data.bptt``; variable BPTT, NT-ASGD and finetuning are not part of a
+trial), state resets, validation perplexity on a separate evaluation
+model, and the run's learning-rate schedule. It reports ``val_ppl``
+(:data:`OBJECTIVE`, minimised; Keras Tuner keeps each trial's best
+epoch).
+
+Callbacks: the package's callbacks of a trial are created inside
+:meth:`~RunConfigHyperModel.fit` for every trial, after Keras Tuner's
+deep copy of the callbacks given to ``search`` (which therefore never meets
+a model or an evaluator); callbacks given to ``search`` run after them,
+so they see ``val_ppl``. The package's callbacks hold no model at
+construction (:mod:`keras_rnnlm.callbacks.base`), so they may be given to
+``search`` as well.
+
+The command-line helpers (:func:`add_search_arguments`,
+:func:`make_tuner`, :func:`write_table`) serve the ``recipes/tune_*.py``
+scripts, including Keras Tuner's distributed mode (:func:`is_worker`).
+"""
+
+import csv
+import dataclasses
+import math
+import os
+
+import keras
+import keras_tuner
+
+OBJECTIVE = keras_tuner.Objective("val_ppl", direction="min")
+TUNERS = {
+    "random": keras_tuner.RandomSearch,
+    "grid": keras_tuner.GridSearch,
+}
+
+
+class RunConfigHyperModel(keras_tuner.HyperModel):
+    """A hypermodel over a base run config (subclasses define the space
+    in :meth:`trial_config`).
+
+    Two optional knobs every search can add:
+
+    * ``learning_rates``: candidates of ``train.learning_rate``
+      (hyperparameter ``learning_rate``, build time: it is compiled in);
+    * ``bptts``: candidate training windows, a *fit-time*
+      hyperparameter ``bptt`` read in :meth:`fit` (the stateful model takes
+      any window; validation keeps ``data.eval_bptt`` when it is set). It
+      is declared up front (:meth:`declare_hyperparameters`), so the
+      oracle knows it from the first trial (a grid covers it).
+
+    Args:
+        config: the base :class:`~keras_rnnlm.config.RunConfig`.
+        corpus: the loaded corpus (``train``/``valid`` ids, ``vocab``).
+        bptts: candidate training windows (``None``: ``data.bptt``).
+        learning_rates: candidate learning rates (``None``: the config's).
+        **kwargs: ``keras_tuner.HyperModel`` arguments.
+    """
+
+    def __init__(
+        self, config, corpus, bptts=None, learning_rates=None, **kwargs
+    ):
+        super().__init__(**kwargs)
+        if bptts is not None and (not bptts or min(bptts) < 1):
+            raise ValueError(f"bptts must be positive integers: {bptts}")
+        if learning_rates is not None and (
+            not learning_rates or min(learning_rates) <= 0
+        ):
+            raise ValueError(
+                f"learning_rates must be positive: {learning_rates}"
+            )
+        self.config = config
+        self.corpus = corpus
+        self.trials_run = 0  # fits run by this process
+        self.bptts = None if bptts is None else tuple(int(b) for b in bptts)
+        self.learning_rates = (
+            None
+            if learning_rates is None
+            else tuple(float(x) for x in learning_rates)
+        )
+
+    @property
+    def vocab_size(self):
+        return len(self.corpus.vocab)
+
+    def trial_config(self, hp):
+        """The run config of the trial's model hyperparameters."""
+        raise NotImplementedError
+
+    def declare_hyperparameters(self, hp):
+        if self.bptts:
+            hp.Choice("bptt", self.bptts, ordered=True)
+
+    def run_config(self, hp, fit=False):
+        """:meth:`trial_config` with the knobs applied (``fit``: the
+        fit-time ones too)."""
+        config = self.trial_config(hp)
+        if self.learning_rates:
+            lr = hp.Choice("learning_rate", self.learning_rates, ordered=True)
+            config = config.replace(
+                train=dataclasses.replace(config.train, learning_rate=lr)
+            )
+        if fit and self.bptts:
+            bptt = hp.Choice("bptt", self.bptts, ordered=True)
+            config = config.replace(
+                data=dataclasses.replace(config.data, bptt=bptt)
+            )
+        return config
+
+    def knob_values(self, hp):
+        """Table columns of the knobs in use."""
+        out = {}
+        if self.learning_rates:
+            out["learning_rate"] = hp.values.get("learning_rate")
+        if self.bptts:
+            out["bptt"] = hp.values.get("bptt")
+        return out
+
+    def describe(self, hp):
+        """The table columns of a trial (default: its values)."""
+        return dict(hp.values)
+
+    def build(self, hp):
+        from keras_rnnlm.models import validate_model_config
+        from keras_rnnlm.training.trainer import compile_model
+
+        config = self.run_config(hp)
+        validate_model_config(config.model)
+        keras.config.set_dtype_policy(config.train.dtype_policy)
+        keras.utils.set_random_seed(config.train.seed)
+        model = build_model(config, self.vocab_size)
+        return compile_model(
+            model, config.train, getattr(self.corpus, "is_char_level", False)
+        )
+
+    def trial_callbacks(self, config):
+        """The package's callbacks of one trial (fresh objects, no model
+        yet: deep-copyable)."""
+        from keras_rnnlm.callbacks import ResetStates
+        from keras_rnnlm.callbacks import Validation
+        from keras_rnnlm.callbacks import make_lr_schedule
+        from keras_rnnlm.training.trainer import make_evaluator
+
+        d = config.data
+        corpus = self.corpus
+        return [
+            ResetStates(),
+            Validation(
+                lambda: make_evaluator(
+                    config, corpus, d.eval_batch_size or d.batch_size
+                ),
+                corpus.valid,
+            ),
+            make_lr_schedule(
+                config.train.lr_schedule, config.train.learning_rate
+            ),
+        ]
+
+    def fit(self, hp, model, *args, epochs=None, callbacks=(), **kwargs):
+        """Trains one trial (positional data arguments are ignored: the
+        data is the hypermodel's corpus)."""
+        from keras_rnnlm.data.streams import LMSequence
+
+        config = self.run_config(hp, fit=True)
+        d = config.data
+        stream = LMSequence(
+            self.corpus.train,
+            d.batch_size,
+            d.bptt,
+            seed=config.train.seed,
+            pad_to=d.bptt,
+        )
+        cbs = [*self.trial_callbacks(config), *(callbacks or ())]
+        self.trials_run += 1
+        return model.fit(
+            stream,
+            epochs=epochs or config.train.epochs,
+            callbacks=cbs,
+            shuffle=False,
+            verbose=kwargs.get("verbose", config.train.verbose),
+        )
+
+
+def build_model(config, vocab_size):
+    """The training model of a trial config (stateful, the run's batch)."""
+    from keras_rnnlm.models import build_language_model
+
+    return build_language_model(
+        config.model,
+        vocab_size,
+        config.data.batch_size,
+        seed=config.train.seed,
+    )
+
+
+def trial_table(tuner, describe=None):
+    """One row per trial: id, the hypermodel's columns
+    (``describe(hp)``, default ``tuner.hypermodel.describe``), best
+    ``val_ppl``, best epoch and status; best first."""
+    describe = describe or tuner.hypermodel.describe
+    rows = []
+    for trial in tuner.oracle.trials.values():
+        score = trial.score
+        rows.append(
+            {
+                "trial": trial.trial_id,
+                **describe(trial.hyperparameters.copy()),
+                "val_ppl": None
+                if score is None or not math.isfinite(score)
+                else float(score),
+                "best_epoch": trial.best_step,
+                "status": str(trial.status),
+            }
+        )
+    rows.sort(key=lambda r: (r["val_ppl"] is None, r["val_ppl"] or 0))
+    return rows
+
+
+# -- command-line helpers of the tuning recipes ----------------------------
+
+
+def add_search_arguments(parser, out, max_trials=10, epochs=3):
+    """The options every ``recipes/tune_*.py`` shares."""
+    parser.add_argument("--tuner", choices=sorted(TUNERS), default="random")
+    parser.add_argument(
+        "--max-trials", type=int, default=max_trials, help="trial budget"
+    )
+    parser.add_argument(
+        "--epochs", type=int, default=epochs, help="epoch budget per trial"
+    )
+    parser.add_argument("--seed", type=int, default=1234, help="tuner seed")
+    parser.add_argument("--out", default=out)
+    parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a config value of the base preset",
+    )
+    parser.add_argument("--data-dir")
+    return parser
+
+
+def base_config(recipe_path, preset, overrides=(), data_dir=None):
+    """A recipe preset with ``--set`` overrides (and ``--data-dir``)."""
+    from keras_rnnlm.recipe import config_from_preset
+    from keras_rnnlm.recipe import load_recipe
+
+    recipe = load_recipe(recipe_path)
+    overrides = list(overrides)
+    if data_dir:
+        overrides.append(f"data.data_dir={data_dir}")
+    return config_from_preset(recipe.PRESETS, preset, overrides)
+
+
+def is_worker():
+    """Whether this process is a worker of a distributed search
+    (``KERASTUNER_ORACLE_IP`` set and ``KERASTUNER_TUNER_ID`` not a
+    chief): it runs trials, the chief's oracle keeps the results."""
+    from keras_tuner.src.distribute import utils
+
+    return utils.has_chief_oracle() and not utils.is_chief_oracle()
+
+
+def make_tuner(hypermodel, args, project_name="search"):
+    """The tuner of ``args.tuner`` writing into ``args.out``.
+
+    A distributed worker never overwrites the project (the chief does,
+    once, for everyone).
+    """
+    os.makedirs(args.out, exist_ok=True)
+    return TUNERS[args.tuner](
+        hypermodel,
+        objective=OBJECTIVE,
+        max_trials=args.max_trials,
+        seed=args.seed,
+        directory=args.out,
+        project_name=project_name,
+        overwrite=args.overwrite and not is_worker(),
+    )
+
+
+def write_table(rows, out, keys, name="results"):
+    """``name.csv`` and ``name.md`` with the columns ``keys``."""
+    with open(os.path.join(out, f"{name}.csv"), "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = ["| " + " | ".join(keys) + " |", "|" + " --- |" * len(keys)]
+    for r in rows:
+        cells = []
+        for k in keys:
+            v = r.get(k)
+            if isinstance(v, float):
+                cells.append(f"{v:.2f}")
+            elif v is None:
+                cells.append("")
+            else:
+                cells.append(str(v))
+        lines.append("| " + " | ".join(cells) + " |")
+    with open(os.path.join(out, f"{name}.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
