@@ -6,14 +6,18 @@ Trains the preset's model through the package's compile + ``fit`` (every
 regulariser on, fixed windows of ``bptt`` so one compiled shape is timed)
 for ``--warmup`` + ``--steps`` batches of real PTB training data, and
 reports tokens/s after the warm-up and the implied seconds per PTB epoch
-(929k training tokens). Appends a JSON line to
-``bench/results/awd_speed.jsonl``.
+(929k training tokens). Appends one record in the schema of
+``bench/make_results.py`` (kind ``throughput``, unit tok/s, with the
+1-minute load average) to ``bench/results/awd_speed.jsonl``. For a
+side-by-side comparison with PyTorch see ``bench/awd_throughput.py``.
 """
 
 import argparse
+import datetime
 import json
 import os
 import platform
+import sys
 import time
 
 import keras
@@ -56,20 +60,30 @@ def main():
     model.fit(stream, epochs=1, shuffle=False, verbose=0, callbacks=[timer])
     t = np.diff(timer.times[args.warmup - 1 :])
     tok_s = d.batch_size * d.bptt / float(np.median(t))
+    stem = os.path.splitext(os.path.basename(args.recipe))[0]
+    params = int(sum(np.prod(w.shape) for w in model.trainable_weights))
     row = {
-        "bench": "awd_speed",
-        "recipe": os.path.basename(args.recipe),
-        "preset": args.preset,
-        "params": int(model.count_params()),
+        "kind": "throughput",
+        "name": f"{stem}_{args.preset}_train_awd_speed",
+        "model": "keras",
+        "value": round(tok_s, 1),
+        "unit": "tok/s",
+        "reference": None,
+        "reference_name": None,
+        "ratio": None,
+        "device": f"CPU {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} cores",
+        "command": "python bench/awd_speed.py " + " ".join(sys.argv[1:]),
+        "date": datetime.date.today().isoformat(),
+        "params": params,
         "batch_size": d.batch_size,
         "bptt": d.bptt,
-        "median_step_s": float(np.median(t)),
-        "train_tokens_per_s": tok_s,
-        "est_s_per_ptb_epoch": 929589 / tok_s,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "median_step_s": round(float(np.median(t)), 3),
+        "est_s_per_ptb_epoch": round(929589 / tok_s),
         "backend": keras.backend.backend(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
-        "note": "2-core CPU shared with other jobs (nice 10)",
+        "load_average": round(os.getloadavg()[0], 2),
     }
     print(json.dumps(row))
     with open(args.out, "a") as f:

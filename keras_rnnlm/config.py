@@ -144,7 +144,11 @@ class TrainConfig:
             (pytorch/examples).
         seed: global seed (weights, dropout, variable BPTT).
         out_dir: run directory (logs, checkpoints, config, vocabulary).
-        jit_compile: passed to ``model.compile``.
+        jit_compile: passed to ``model.compile``. ``"auto"`` (default):
+            Keras's choice, i.e. a jitted step on JAX and a ``tf.function``
+            without XLA on a CPU-only TensorFlow (the recurrent loops are
+            XLA-compiled either way). ``False`` on JAX runs every step
+            eagerly (slow: the loops recompile per batch).
         dtype_policy: ``float32`` or ``mixed_bfloat16``.
         tensorboard: write TensorBoard logs.
         verbose: Keras progress-bar verbosity.
@@ -166,7 +170,7 @@ class TrainConfig:
     )
     seed: int = 1234
     out_dir: str = "runs/default"
-    jit_compile: Any = False
+    jit_compile: Any = "auto"
     dtype_policy: str = "float32"
     tensorboard: bool = True
     verbose: Any = "auto"

@@ -34,7 +34,8 @@ class Evaluator:
         batch_size: number of parallel streams.
         bptt: window length (state is carried across windows).
         char_level: also report bits per character.
-        jit_compile: passed to ``compile``.
+        jit_compile: passed to ``compile`` (``"auto"``: jitted on JAX, a
+            ``tf.function`` without XLA on a CPU-only TensorFlow).
         recurrent_output_hook: passed to
             :func:`~keras_rnnlm.models.builder.build_language_model` for
             the evaluation model only (e.g. feature masking).
@@ -47,7 +48,7 @@ class Evaluator:
         batch_size,
         bptt,
         char_level=False,
-        jit_compile=False,
+        jit_compile="auto",
         recurrent_output_hook=None,
     ):
         self.model_config = model_config

@@ -1,0 +1,928 @@
+"""Training / evaluation throughput of the AWD family, Keras vs PyTorch.
+
+For each PTB preset (``--preset paper``: full size; ``cpu``: the
+short-budget sizes) of
+
+* ``awd_lstm``     -- ``recipes/awd_lstm_ptb.py``
+* ``awd_lstm_mos`` -- ``recipes/awd_lstm_mos_ptb.py``
+* ``awd_lstm_doc`` -- ``recipes/awd_lstm_doc_ptb.py``
+* ``mmlstm``       -- ``recipes/mmlstm_ptb.py`` (AWD-MMLSTM-MoS)
+
+the same model is run in two implementations, each in a fresh subprocess:
+
+* ``keras``: the package's model, built by
+  ``keras_rnnlm.models.build_language_model`` from the recipe preset's
+  config and compiled by ``keras_rnnlm.training.compile_model`` (SGD,
+  coupled L2 weight decay, global clipping 0.25). Training: ``model.fit``
+  on fixed windows of the preset's ``bptt`` (70 for ``paper``) with the
+  preset's batch size and every regulariser on (embedding dropout, locked
+  dropouts, weight drop, AR/TAR, MoS/DOC latent dropout, DOC's CV
+  penalty). Evaluation: ``model.evaluate`` of the package's ``Evaluator``
+  model (stateful, batch 10 / batch 1, built from the same config, weights
+  copied from the trained model) on the Evaluator's kind of stream (an
+  ``LMSequence`` of windows of ``eval_bptt``, state carried), timed from
+  the end of the first window (tracing) to the end of the last.
+* ``torch``: PyTorch (CPU) running the same architecture, written in this
+  file: embedding with embedding dropout (row mask on the matrix), locked
+  dropout, ``nn.LSTM`` layers whose ``weight_hh_l0`` is DropConnect-ed
+  once per forward from the raw parameter (``torch.func.functional_call``
+  with the dropped tensor), tied decoder with its own bias, the same head
+  (tied softmax; MoS: K tanh latents + locked dropout + prior; DOC:
+  latents from the chosen sources, one locked dropout, prior from the last
+  layer, CV penalty), AR/TAR, ``torch.optim.SGD`` with the same coupled
+  weight decay, ``clip_grad_norm_`` 0.25. MMLSTM: each layer is two
+  ``nn.LSTM``s (Major on the previous output, Minor on the embeddings),
+  concatenated. Evaluation: ``model.eval()`` under ``no_grad`` on the same
+  windows, state carried.
+
+Both run on the same real PTB ids (training stream for training, valid for
+evaluation) with the same window layout. Repeats are interleaved (keras,
+torch, keras, torch, ...) and the median is reported. Parameter counts are
+checked: PyTorch's LSTMs have two bias vectors, Keras's one, so torch must
+have exactly ``4 H`` more per LSTM. Records are appended to
+``bench/results/awd.jsonl`` (throughput, memory, params, and the
+MMLSTM / AWD-LSTM-MoS training-throughput ratio).
+
+    nice -n 5 python bench/awd_throughput.py
+    python bench/awd_throughput.py --preset cpu --models awd_lstm --steps 5
+
+Full-size steps take 3-20 s each on the shared 2-core CPU this was written
+on: the defaults (2 warm-up steps, 3 timed, evaluation windows 3 at batch
+10 and 6 at batch 1, 2 interleaved repeats, 1 thread each) take about 20
+minutes there (one repeat ~9-10 minutes).
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+RECIPES = {
+    "awd_lstm": "recipes/awd_lstm_ptb.py",
+    "awd_lstm_mos": "recipes/awd_lstm_mos_ptb.py",
+    "awd_lstm_doc": "recipes/awd_lstm_doc_ptb.py",
+    "mmlstm": "recipes/mmlstm_ptb.py",
+}
+EVAL_METHOD = (
+    "model.evaluate of a keras_rnnlm.evaluation.Evaluator's stateful model "
+    "on its LMSequence stream; first window untimed"
+)
+
+
+def _peak_rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _train_len(batch, bptt, n_windows):
+    # Each of the `batch` streams holds n_windows * bptt + 1 tokens: exactly
+    # n_windows full windows (inputs and shifted targets).
+    return batch * (bptt * n_windows + 1)
+
+
+# -- preparation (one subprocess: configs and ids for every child) ----------
+
+
+def prepare(workdir, preset, max_windows, eval_windows):
+    """Writes ``configs.json`` and ``ids.npz`` (PTB train / valid ids)."""
+    import numpy as np
+
+    from keras_rnnlm.recipe import config_from_preset
+    from keras_rnnlm.recipe import load_recipe
+    from keras_rnnlm.training.trainer import load_run_corpus
+
+    configs = {}
+    for name, path in RECIPES.items():
+        cfg = config_from_preset(
+            load_recipe(os.path.join(ROOT, path)).PRESETS, preset
+        )
+        configs[name] = cfg.to_dict()
+    corpus = load_run_corpus(cfg)
+    d = cfg.data
+    n_train = max(
+        _train_len(c["data"]["batch_size"], c["data"]["bptt"], max_windows)
+        for c in configs.values()
+    )
+    ebptt = d.eval_bptt or d.bptt
+    n_valid = max(
+        _train_len(d.eval_batch_size, ebptt, eval_windows[0]),
+        _train_len(d.test_batch_size, ebptt, eval_windows[1]),
+    )
+    np.savez(
+        os.path.join(workdir, "ids.npz"),
+        train=np.asarray(corpus.train[:n_train], "int32"),
+        valid=np.asarray(corpus.valid[:n_valid], "int32"),
+        vocab=np.int64(len(corpus.vocab)),
+    )
+    with open(os.path.join(workdir, "configs.json"), "w") as f:
+        json.dump({"preset": preset, "configs": configs}, f)
+
+
+def _load(workdir, name):
+    import numpy as np
+
+    with open(os.path.join(workdir, "configs.json")) as f:
+        saved = json.load(f)
+    ids = np.load(os.path.join(workdir, "ids.npz"))
+    cfg = dict(saved["configs"][name], preset=saved["preset"])
+    return cfg, ids["train"], ids["valid"], int(ids["vocab"])
+
+
+def _eval_plan(cfg, eval_windows):
+    """[(batch, bptt, n_windows)] of the two evaluation measurements."""
+    d = cfg["data"]
+    bptt = d["eval_bptt"] or d["bptt"]
+    return [
+        (d["eval_batch_size"], bptt, eval_windows[0]),
+        (d["test_batch_size"], bptt, eval_windows[1]),
+    ]
+
+
+def _lstm_sizes(m):
+    """Units of every LSTM of the model (MMLSTM: both branches)."""
+    sizes = []
+    for i, units in enumerate(m["hidden_sizes"]):
+        if m["cell"] == "mmlstm":
+            major, minor = _split_units(units, m["major_proportions"][i])
+            sizes += [major] + ([minor] if minor else [])
+        else:
+            sizes.append(units)
+    return sizes
+
+
+def _split_units(units, r):
+    # As keras_rnnlm.layers.major_minor_lstm.split_units (round half up).
+    major = int(math.floor(r * units + 0.5))
+    return major, units - major
+
+
+# -- Keras ------------------------------------------------------------------
+
+
+def measure_keras(name, workdir, steps, warmup, eval_windows, threads):
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    from keras_rnnlm.config import RunConfig
+    from keras_rnnlm.data.streams import LMSequence
+    from keras_rnnlm.evaluation import Evaluator
+    from keras_rnnlm.models import build_language_model
+    from keras_rnnlm.models.builder import copy_weights
+    from keras_rnnlm.models.builder import reset_states
+    from keras_rnnlm.recipe import config_from_preset
+    from keras_rnnlm.recipe import load_recipe
+    from keras_rnnlm.training import compile_model
+
+    cfg_dict, train_ids, valid_ids, vocab = _load(workdir, name)
+    preset = cfg_dict.pop("preset")
+    config = config_from_preset(
+        load_recipe(os.path.join(ROOT, RECIPES[name])).PRESETS, preset
+    )
+    assert config.to_dict() == RunConfig.from_dict(cfg_dict).to_dict()
+    d = config.data
+    keras.utils.set_random_seed(config.train.seed)
+    model = build_language_model(
+        config.model, vocab, d.batch_size, seed=config.train.seed
+    )
+    compile_model(model, config.train)
+    params = int(sum(np.prod(w.shape) for w in model.trainable_weights))
+    n = _train_len(d.batch_size, d.bptt, warmup + steps)
+    stream = LMSequence(train_ids[:n], d.batch_size, d.bptt)
+    assert len(stream) == warmup + steps
+
+    times = []
+
+    class Timer(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            times.append(time.perf_counter())
+
+    model.fit(stream, epochs=1, shuffle=False, verbose=0, callbacks=[Timer()])
+    step_s = np.diff(times[warmup - 1 :])
+    train = steps * d.batch_size * d.bptt / float(np.sum(step_s))
+    out = {"train": train, "step_s": [round(float(s), 3) for s in step_s]}
+    for key, (batch, bptt, windows) in zip(
+        ("eval_b10", "eval_b1"), _eval_plan(cfg_dict, eval_windows)
+    ):
+        # The Evaluator's stateful model of this batch size, fed the
+        # Evaluator's stream (fixed windows, state carried) through
+        # model.evaluate; the first window (tracing) is not timed.
+        ev = Evaluator(config.model, vocab, batch, bptt)
+        copy_weights(model, ev.model)
+        eval_stream = LMSequence(
+            valid_ids[: _train_len(batch, bptt, windows + 1)],
+            batch,
+            bptt,
+            pad_to=bptt,
+        )
+        assert len(eval_stream) == windows + 1
+        times.clear()
+
+        class EvalTimer(keras.callbacks.Callback):
+            def on_test_batch_end(self, batch, logs=None):
+                times.append(time.perf_counter())
+
+        reset_states(ev.model)
+        ev.model.evaluate(eval_stream, verbose=0, callbacks=[EvalTimer()])
+        out[key] = windows * batch * bptt / (times[-1] - times[0])
+        out[key + "_batch"] = batch
+    out["params"] = params
+    return out
+
+
+# -- PyTorch ----------------------------------------------------------------
+
+
+def _torch_model(m, vocab):
+    """The AWD-family model of ModelConfig dict ``m`` in PyTorch."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    from torch.func import functional_call
+
+    def locked_dropout(x, p, training):
+        # x: (T, B, ...) time-major; one mask per sequence, shared over T.
+        if not training or not p:
+            return x
+        mask = x.new_empty((1, *x.shape[1:])).bernoulli_(1 - p) / (1 - p)
+        return x * mask
+
+    class WeightDropLSTM(nn.Module):
+        """nn.LSTM whose recurrent weight is DropConnect-ed per forward:
+        the raw parameter stays ``weight_hh_l0`` and the dropped tensor is
+        substituted for it in each call."""
+
+        def __init__(self, d_in, units, p):
+            super().__init__()
+            self.lstm = nn.LSTM(d_in, units)
+            self.p = p
+
+        def forward(self, x, hx):
+            w = F.dropout(self.lstm.weight_hh_l0, self.p, self.training)
+            return functional_call(self.lstm, {"weight_hh_l0": w}, (x, hx))
+
+    class MajorMinorLSTM(nn.Module):
+        def __init__(self, d_in, d_minor_in, units, r, p):
+            super().__init__()
+            major, minor = _split_units(units, r)
+            self.major = WeightDropLSTM(d_in, major, p)
+            self.minor = WeightDropLSTM(d_minor_in, minor, p) if minor else None
+
+        def forward(self, x, emb, hx):
+            out, h_major = self.major(x, hx[0])
+            if self.minor is None:
+                return out, [h_major]
+            out_minor, h_minor = self.minor(emb, hx[1])
+            return torch.cat([out, out_minor], -1), [h_major, h_minor]
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            emb_dim, sizes = m["embedding_dim"], m["hidden_sizes"]
+            self.emb = nn.Embedding(vocab, emb_dim)
+            nn.init.uniform_(self.emb.weight, -0.1, 0.1)
+            self.layers = nn.ModuleList()
+            d_in = emb_dim
+            for i, units in enumerate(sizes):
+                if m["cell"] == "mmlstm":
+                    assert m["minor_input"] == "embedding"
+                    layer = MajorMinorLSTM(
+                        d_in,
+                        emb_dim,
+                        units,
+                        m["major_proportions"][i],
+                        m["weight_dropout"],
+                    )
+                else:
+                    layer = WeightDropLSTM(d_in, units, m["weight_dropout"])
+                self.layers.append(layer)
+                d_in = units
+            self.dec_bias = nn.Parameter(torch.zeros(vocab))
+            self.head = m["head"]
+            if self.head == "mos":
+                k = m["mixture_components"]
+                self.latent = nn.Linear(d_in, k * emb_dim)
+                self.prior = nn.Linear(d_in, k, bias=False)
+            elif self.head == "doc":
+                comps = m["mixture_components"]
+                dims = [emb_dim, *sizes]
+                self.proj = nn.ModuleList(
+                    nn.Linear(dims[n], i_n * emb_dim) if i_n else nn.Identity()
+                    for n, i_n in enumerate(comps)
+                )
+                self.prior = nn.Linear(d_in, sum(comps), bias=False)
+
+        def init_hidden(self, batch):
+            def zeros(units):
+                z = torch.zeros(1, batch, units)
+                return (z, z.clone())
+
+            hidden = []
+            for layer in self.layers:
+                if isinstance(layer, MajorMinorLSTM):
+                    hidden.append(
+                        [zeros(layer.major.lstm.hidden_size)]
+                        + (
+                            [zeros(layer.minor.lstm.hidden_size)]
+                            if layer.minor is not None
+                            else []
+                        )
+                    )
+                else:
+                    hidden.append(zeros(layer.lstm.hidden_size))
+            return hidden
+
+        def forward(self, tokens, hidden):
+            """tokens (T, B) -> (log-probs or logits (T, B, V), hidden,
+            regularisation loss)."""
+            tr = self.training
+            w = self.emb.weight
+            if tr and m["dropoute"]:
+                p = m["dropoute"]
+                mask = w.new_empty((w.shape[0], 1)).bernoulli_(1 - p) / (1 - p)
+                w = w * mask
+            x = F.embedding(tokens, w)
+            x = locked_dropout(x, m["dropouti"], tr)
+            sources, emb = [x], x
+            new_hidden = []
+            n = len(self.layers)
+            for i, layer in enumerate(self.layers):
+                if isinstance(layer, MajorMinorLSTM):
+                    raw, h = layer(x, emb, hidden[i])
+                else:
+                    raw, h = layer(x, hidden[i])
+                new_hidden.append(h)
+                rate = m["dropout"] if i == n - 1 else m["dropouth"]
+                x = locked_dropout(raw, rate, tr)
+                sources.append(x)
+            reg = x.new_zeros(())
+            if tr:
+                reg = m["ar_alpha"] * x.pow(2).mean()
+                reg = reg + m["tar_beta"] * (raw[1:] - raw[:-1]).pow(2).mean()
+            if self.head == "tied":
+                return (
+                    F.linear(x, self.emb.weight, self.dec_bias),
+                    new_hidden,
+                    reg,
+                )
+            if self.head == "mos":
+                latent = torch.tanh(self.latent(x))
+            else:
+                latent = torch.cat(
+                    [
+                        torch.tanh(proj(src))
+                        for src, proj, i_n in zip(
+                            sources, self.proj, m["mixture_components"]
+                        )
+                        if i_n
+                    ],
+                    -1,
+                )
+            latent = locked_dropout(latent, m["dropoutl"], tr)
+            t, b = latent.shape[:2]
+            latent = latent.view(t, b, -1, self.emb.weight.shape[1])
+            logits = F.linear(latent, self.emb.weight, self.dec_bias)
+            prior_logits = self.prior(x)
+            log_prior = F.log_softmax(prior_logits, -1)
+            log_p = torch.logsumexp(
+                F.log_softmax(logits, -1) + log_prior.unsqueeze(-1), dim=-2
+            )
+            if tr and self.head == "doc" and m["cv_penalty"]:
+                # The DOC reference code's cv^2 (see
+                # keras_rnnlm/layers/direct_output_connection.py).
+                prior_sum = F.softmax(prior_logits, -1).sum(0).flatten()
+                j = prior_logits.shape[-1]
+                cv2 = prior_sum.var() * (j - 1) / prior_sum.mean().pow(2)
+                reg = reg + m["cv_penalty"] * cv2
+            return log_p, new_hidden, reg
+
+    return Model()
+
+
+def measure_torch(name, workdir, steps, warmup, eval_windows, threads):
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    if threads:
+        torch.set_num_threads(threads)
+        torch.set_num_interop_threads(1)
+    cfg, train_ids, valid_ids, vocab = _load(workdir, name)
+    m, d, tr = cfg["model"], cfg["data"], cfg["train"]
+    torch.manual_seed(tr["seed"])
+    model = _torch_model(m, vocab)
+    params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.SGD(
+        model.parameters(),
+        lr=tr["learning_rate"],
+        weight_decay=tr["weight_decay"] or 0.0,
+    )
+
+    def windows(ids, batch, bptt, n):
+        data = torch.from_numpy(
+            np.asarray(ids[: _train_len(batch, bptt, n)], "int64")
+        ).view(batch, -1)
+        for k in range(n):
+            s = k * bptt
+            yield data[:, s : s + bptt].t(), data[:, s + 1 : s + bptt + 1].t()
+
+    def detach(h):
+        if isinstance(h, torch.Tensor):
+            return h.detach()
+        return type(h)(detach(x) for x in h)
+
+    def loss_of(out, y):
+        out = out.reshape(-1, vocab)
+        if model.head == "tied":
+            return F.cross_entropy(out, y.reshape(-1))
+        return F.nll_loss(out, y.reshape(-1))
+
+    batch, bptt = d["batch_size"], d["bptt"]
+    model.train()
+    hidden = model.init_hidden(batch)
+    times = []
+    for x, y in windows(train_ids, batch, bptt, warmup + steps):
+        hidden = detach(hidden)
+        opt.zero_grad()
+        out, hidden, reg = model(x, hidden)
+        loss = loss_of(out, y) + reg
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), tr["clipnorm"])
+        opt.step()
+        times.append(time.perf_counter())
+    step_s = np.diff(times[warmup - 1 :])
+    result = {
+        "train": steps * batch * bptt / float(np.sum(step_s)),
+        "step_s": [round(float(s), 3) for s in step_s],
+    }
+    model.eval()
+    for key, (eb, ebptt, n) in zip(
+        ("eval_b10", "eval_b1"), _eval_plan(cfg, eval_windows)
+    ):
+        # n + 1 windows with the state carried; the first is not timed.
+        hidden = model.init_hidden(eb)
+        times, total = [], 0.0
+        with torch.no_grad():
+            for x, y in windows(valid_ids, eb, ebptt, n + 1):
+                out, hidden, _ = model(x, hidden)
+                total += float(loss_of(out, y)) * y.numel()
+                times.append(time.perf_counter())
+        result[key] = n * eb * ebptt / (times[-1] - times[0])
+        result[key + "_batch"] = eb
+    result["params"] = params
+    return result
+
+
+# -- equivalence check --------------------------------------------------------
+
+
+def check_equivalence(name, workdir, batch=2, length=12):
+    """Copies the Keras model's weights into the PyTorch model and returns
+    the largest absolute difference of their inference log-probabilities
+    on a few real windows (state carried over two windows)."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    from keras_rnnlm.config import RunConfig
+    from keras_rnnlm.models import build_language_model
+
+    cfg, _, valid_ids, vocab = _load(workdir, name)
+    cfg.pop("preset")
+    config = RunConfig.from_dict(cfg)
+    m = cfg["model"]
+    kmodel = build_language_model(config.model, vocab, batch, seed=1)
+    tmodel = _torch_model(m, vocab)
+
+    def t(v, transpose=False):
+        a = np.asarray(v.numpy() if hasattr(v, "numpy") else v)
+        return torch.from_numpy(np.ascontiguousarray(a.T if transpose else a))
+
+    def copy_lstm(klayer, tlayer):
+        lstm = tlayer.lstm
+        with torch.no_grad():
+            lstm.weight_ih_l0.copy_(t(klayer.cell.kernel, True))
+            lstm.weight_hh_l0.copy_(t(klayer.cell.recurrent_kernel, True))
+            lstm.bias_ih_l0.copy_(t(klayer.cell.bias))
+            lstm.bias_hh_l0.zero_()
+
+    emb = kmodel.get_layer("embedding")
+    with torch.no_grad():
+        tmodel.emb.weight.copy_(t(emb.embeddings))
+        tmodel.dec_bias.copy_(t(emb.output_bias))
+    for i, tlayer in enumerate(tmodel.layers):
+        klayer = kmodel.get_layer(f"rnn_{i}")
+        if m["cell"] == "mmlstm":
+            copy_lstm(klayer.major, tlayer.major)
+            if tlayer.minor is not None:
+                copy_lstm(klayer.minor, tlayer.minor)
+        else:
+            copy_lstm(klayer, tlayer)
+    with torch.no_grad():
+        if m["head"] == "mos":
+            head = kmodel.get_layer("mos")
+            tmodel.latent.weight.copy_(t(head.latent_kernel, True))
+            tmodel.latent.bias.copy_(t(head.latent_bias))
+            tmodel.prior.weight.copy_(t(head.prior_kernel, True))
+        elif m["head"] == "doc":
+            head = kmodel.get_layer("doc")
+            for proj, kern, bias in zip(tmodel.proj, head.kernels, head.biases):
+                if kern is not None:
+                    proj.weight.copy_(t(kern, True))
+                    proj.bias.copy_(t(bias))
+            tmodel.prior.weight.copy_(t(head.prior_kernel, True))
+    tmodel.eval()
+    data = np.asarray(valid_ids[: batch * (2 * length)], "int32")
+    data = data.reshape(batch, -1)
+    hidden = tmodel.init_hidden(batch)
+    worst = 0.0
+    for k in range(2):
+        x = data[:, k * length : (k + 1) * length]
+        out_k = np.asarray(kmodel(x, training=False))
+        with torch.no_grad():
+            out_t, hidden, _ = tmodel(torch.from_numpy(x.T).long(), hidden)
+            out_t = F.log_softmax(out_t, -1).numpy().transpose(1, 0, 2)
+        top = out_k.max(-1, keepdims=True)
+        out_k = out_k - top - np.log(np.exp(out_k - top).sum(-1, keepdims=True))
+        worst = max(worst, float(np.abs(out_k - out_t).max()))
+    return worst
+
+
+# -- driver -----------------------------------------------------------------
+
+
+def child(impl, name, workdir, steps, warmup, eval_windows, threads):
+    if impl == "check":
+        print(json.dumps({"max_abs_diff": check_equivalence(name, workdir)}))
+        return
+    fn = measure_torch if impl == "torch" else measure_keras
+    result = fn(name, workdir, steps, warmup, eval_windows, threads)
+    result["rss_mb"] = _peak_rss_mb()
+    print(json.dumps(result))
+
+
+def run_child(args, impl, name, workdir):
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        impl,
+        name,
+        workdir,
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+        "--eval-windows",
+        *map(str, args.eval_windows),
+    ]
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if args.threads:
+        env["TF_NUM_INTRAOP_THREADS"] = str(args.threads)
+        env["TF_NUM_INTEROP_THREADS"] = "1"
+        env["OMP_NUM_THREADS"] = str(args.threads)
+    t = time.perf_counter()
+    out = subprocess.run(
+        cmd, capture_output=True, text=True, check=False, env=env
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{impl}/{name} failed:\n{out.stderr[-4000:]}")
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["wall_s"] = time.perf_counter() - t
+    result["load_average"] = os.getloadavg()[0]
+    return result
+
+
+def _git_commit():
+    """HEAD's short hash, "+dirty" if the working tree differs."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", ROOT, "status", "--porcelain", "--untracked=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
+def main():
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    p.add_argument("--models", nargs="+", default=list(RECIPES))
+    p.add_argument("--impls", nargs="+", default=["keras", "torch"])
+    p.add_argument("--preset", default="paper", choices=["paper", "cpu"])
+    p.add_argument("--steps", type=int, default=3, help="timed training steps")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=2,
+        help="untimed training steps first (>= 1: tracing/compilation)",
+    )
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument(
+        "--eval-windows",
+        nargs=2,
+        type=int,
+        default=[3, 6],
+        metavar=("N10", "N1"),
+        help="timed evaluation windows at batch 10 and at batch 1 (after "
+        "one untimed window each, in the same stateful pass)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="intra-op threads of TensorFlow and PyTorch (0: their "
+        "defaults); 1 gives comparable numbers on a busy machine",
+    )
+    p.add_argument(
+        "--no-check",
+        dest="check",
+        action="store_false",
+        help="skip the equivalence check (Keras weights copied into the "
+        "torch model, inference log-probabilities compared)",
+    )
+    p.add_argument("--out", default=os.path.join(HERE, "results", "awd.jsonl"))
+    p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.warmup < 1:
+        p.error("--warmup must be >= 1")
+    for name in args.models:
+        if name not in RECIPES:
+            p.error(f"unknown model {name!r}; choose from {list(RECIPES)}")
+    if args.child:
+        impl, name, workdir = args.child
+        return child(
+            impl,
+            name,
+            workdir,
+            args.steps,
+            args.warmup,
+            args.eval_windows,
+            args.threads,
+        )
+
+    start = time.perf_counter()
+    command = " ".join(["python bench/awd_throughput.py", *sys.argv[1:]])
+    device = f"CPU {platform.processor() or platform.machine()}, "
+    device += f"{os.cpu_count()} cores"
+    date = datetime.date.today().isoformat()
+    workdir = tempfile.mkdtemp(prefix="awd_throughput_")
+    try:
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; sys.path.insert(0, sys.argv[1]); "
+                "from bench.awd_throughput import prepare; "
+                "prepare(sys.argv[2], sys.argv[3], int(sys.argv[4]), "
+                "[int(sys.argv[5]), int(sys.argv[6])])",
+                ROOT,
+                workdir,
+                args.preset,
+                str(args.warmup + args.steps),
+                *map(str, (w + 1 for w in args.eval_windows)),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"preparation failed:\n{out.stderr[-4000:]}")
+        with open(os.path.join(workdir, "configs.json")) as f:
+            configs = json.load(f)["configs"]
+        diffs = {}
+        if args.check:
+            for name in args.models:
+                diffs[name] = run_child(args, "check", name, workdir)[
+                    "max_abs_diff"
+                ]
+                print(
+                    f"{name}: Keras weights copied into torch: max |log p "
+                    f"difference| {diffs[name]:.2e}",
+                    flush=True,
+                )
+        samples = {(n, i): [] for n in args.models for i in args.impls}
+        for rep in range(args.repeats):  # interleaved repeats
+            for name in args.models:
+                for impl in args.impls:
+                    r = run_child(args, impl, name, workdir)
+                    samples[name, impl].append(r)
+                    print(
+                        f"[{rep}] {name:13s} {impl:6s} train "
+                        f"{r['train']:7.1f} tok/s  eval b10 "
+                        f"{r['eval_b10']:7.1f}  b1 {r['eval_b1']:6.1f}  "
+                        f"steps {r['step_s']}  rss {r['rss_mb']:.0f} MB  "
+                        f"wall {r['wall_s']:.0f} s  load "
+                        f"{r['load_average']:.2f}",
+                        flush=True,
+                    )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    med = {
+        key: {
+            k: statistics.median(s[k] for s in runs)
+            for k in (
+                "train",
+                "eval_b10",
+                "eval_b1",
+                "rss_mb",
+                "params",
+                "load_average",
+            )
+        }
+        for key, runs in samples.items()
+    }
+    common = {
+        "git_commit": _git_commit(),
+        "device": device,
+        "threads": args.threads or None,
+        "command": command,
+        "date": date,
+    }
+    records = []
+    for name in args.models:
+        cfg = configs[name]
+        d, m = cfg["data"], cfg["model"]
+        ref = med.get((name, "torch"))
+        base = f"{name}_ptb_{args.preset}"
+        lstm_sizes = _lstm_sizes(m)
+        for impl in args.impls:
+            res = med[name, impl]
+            runs = samples[name, impl]
+            info = {
+                "params": int(res["params"]),
+                "load_average": round(res["load_average"], 2),
+                "load_averages": [round(r["load_average"], 2) for r in runs],
+                "repeats": len(runs),
+            }
+            phases = {
+                "train": {
+                    "batch_size": d["batch_size"],
+                    "bptt": d["bptt"],
+                    "steps": args.steps,
+                    "warmup": args.warmup,
+                    "step_s": [r["step_s"] for r in runs],
+                    "regularisers": "all on",
+                },
+                "eval_b10": {
+                    "batch_size": d["eval_batch_size"],
+                    "bptt": d["eval_bptt"] or d["bptt"],
+                    "windows": args.eval_windows[0],
+                    "stateful": True,
+                },
+                "eval_b1": {
+                    "batch_size": d["test_batch_size"],
+                    "bptt": d["eval_bptt"] or d["bptt"],
+                    "windows": args.eval_windows[1],
+                    "stateful": True,
+                },
+            }
+            for phase, extra in phases.items():
+                if phase != "train":
+                    extra["method"] = (
+                        EVAL_METHOD
+                        if impl == "keras"
+                        else "model.eval() + no_grad loop, state carried; "
+                        "first window untimed"
+                    )
+                records.append(
+                    {
+                        "kind": "throughput",
+                        "name": f"{base}_{phase}",
+                        "model": impl,
+                        "value": round(res[phase], 1),
+                        "unit": "tok/s",
+                        "reference": round(ref[phase], 1) if ref else None,
+                        "reference_name": "torch 2.13 CPU, same architecture, "
+                        "same run",
+                        "ratio": round(res[phase] / ref[phase], 3)
+                        if ref
+                        else None,
+                        **common,
+                        **info,
+                        "samples": [round(r[phase], 1) for r in runs],
+                        **extra,
+                    }
+                )
+            records.append(
+                {
+                    "kind": "memory",
+                    "name": f"{base}_peak_rss",
+                    "model": impl,
+                    "value": round(res["rss_mb"], 1),
+                    "unit": "MB",
+                    "reference": round(ref["rss_mb"], 1) if ref else None,
+                    "reference_name": "torch 2.13 CPU, same run",
+                    "ratio": round(res["rss_mb"] / ref["rss_mb"], 3)
+                    if ref
+                    else None,
+                    **common,
+                    **info,
+                    "note": "peak RSS of the whole subprocess (train + "
+                    "both evaluations)",
+                }
+            )
+        if (name, "keras") in med and ref:
+            kp, tp = int(med[name, "keras"]["params"]), int(ref["params"])
+            expected = 4 * sum(lstm_sizes)
+            records.append(
+                {
+                    "kind": "params",
+                    "name": f"{base}_params",
+                    "model": "keras",
+                    "value": kp,
+                    "unit": "params",
+                    "reference": tp,
+                    "reference_name": "torch, same architecture (two LSTM "
+                    "biases)",
+                    "ratio": round(kp / tp, 6),
+                    **common,
+                    "difference": tp - kp,
+                    "expected_difference": expected,
+                    "lstm_units": lstm_sizes,
+                    "check": "ok" if tp - kp == expected else "MISMATCH",
+                    "equivalence_max_abs_logp_diff": float(f"{diffs[name]:.2e}")
+                    if name in diffs
+                    else None,
+                }
+            )
+            print(
+                f"{name}: params keras {kp:,} torch {tp:,} (diff "
+                f"{tp - kp:,}, expected 4*sum(H) = {expected:,}: "
+                f"{'ok' if tp - kp == expected else 'MISMATCH'})"
+            )
+    if "mmlstm" in args.models and "awd_lstm_mos" in args.models:
+        for impl in args.impls:
+            mm, mos = med["mmlstm", impl], med["awd_lstm_mos", impl]
+            pairs = zip(samples["mmlstm", impl], samples["awd_lstm_mos", impl])
+            records.append(
+                {
+                    "kind": "throughput",
+                    "name": f"mmlstm_vs_awd_lstm_mos_ptb_{args.preset}_train",
+                    "model": impl,
+                    "value": round(mm["train"], 1),
+                    "unit": "tok/s",
+                    "reference": round(mos["train"], 1),
+                    "reference_name": f"AWD-LSTM-MoS ({impl}), same run",
+                    "ratio": round(mm["train"] / mos["train"], 3),
+                    **common,
+                    "params": int(mm["params"]),
+                    "reference_params": int(mos["params"]),
+                    "load_average": round(
+                        statistics.median(
+                            [mm["load_average"], mos["load_average"]]
+                        ),
+                        2,
+                    ),
+                    "repeat_ratios": [
+                        round(a["train"] / b["train"], 3) for a, b in pairs
+                    ],
+                    "target": "ratio >= 0.9 (the Major-Minor split costs at "
+                    "most ~10% throughput)",
+                }
+            )
+    for rec in records:
+        if rec["kind"] == "throughput":
+            print(
+                f"{rec['name']:42s} {rec['model']:6s} {rec['value']:8.1f} "
+                f"tok/s  ref {rec['reference']}  ratio {rec['ratio']}"
+            )
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "a") as f:
+        for rec in records:
+            f.write(json.dumps(rec) + "\n")
+    print(f"total {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
