@@ -281,7 +281,9 @@ def _seed(seed, offset):
     return None if seed is None else seed + offset
 
 
-def _weight_drop_lstm(units, config, stateful, initializer, seed, i):
+def _lstm_kwargs(config, initializer):
+    """``cell_kwargs`` plus one initializer for every LSTM weight (and no
+    forget-gate bias of 1 unless asked for)."""
     kw = dict(config.cell_kwargs)
     if initializer is not None:
         kw.update(
@@ -290,6 +292,11 @@ def _weight_drop_lstm(units, config, stateful, initializer, seed, i):
             bias_initializer=initializer,
         )
         kw.setdefault("unit_forget_bias", False)
+    return kw
+
+
+def _weight_drop_lstm(units, config, stateful, initializer, seed, i):
+    kw = _lstm_kwargs(config, initializer)
     return WeightDropLSTM(
         units,
         weight_dropout=config.weight_dropout,
@@ -317,14 +324,7 @@ def _major_minor_lstm(units, config, stateful, seed, i):
         )
     else:
         init = _initializer(config.init_range, seed, i + 1)
-    kw = dict(config.cell_kwargs)
-    if init is not None:
-        kw.update(
-            kernel_initializer=init,
-            recurrent_initializer=init,
-            bias_initializer=init,
-        )
-        kw.setdefault("unit_forget_bias", False)
+    kw = _lstm_kwargs(config, init)
     return MajorMinorLSTM(
         units,
         major_proportion=config.major_proportions[i],

@@ -24,14 +24,14 @@ def _masking_evaluator(run_dir, batch_size=1, seed=0):
     return ev, corpus
 
 
-def test_p0_reproduces_static_evaluation_exactly(analysis_run):
-    static = evaluate_run(analysis_run, splits=("test",), write=False)
-    ev, corpus = _masking_evaluator(analysis_run)
+def test_p0_reproduces_static_evaluation_exactly(tiny_run):
+    static = evaluate_run(tiny_run, splits=("test",), write=False)
+    ev, corpus = _masking_evaluator(tiny_run)
     r = ev.evaluate(corpus.test, p=0.0, layer="all", run=3)
     assert r["nll"] == static["test"]["nll"]
     assert r["tokens"] == static["test"]["tokens"]
     rows = feature_masking(
-        [analysis_run], layers=["all", 2], ps=[0.0], runs=3, verbose=False
+        [tiny_run], layers=["all", 2], ps=[0.0], runs=3, verbose=False
     )
     assert [row["layer"] for row in rows] == ["all", 2]
     for row in rows:
@@ -40,8 +40,8 @@ def test_p0_reproduces_static_evaluation_exactly(analysis_run):
         assert row["std_ppl"] == 0.0
 
 
-def test_masking_changes_ppl_reproducibly(analysis_run):
-    ev, corpus = _masking_evaluator(analysis_run)
+def test_masking_changes_ppl_reproducibly(tiny_run):
+    ev, corpus = _masking_evaluator(tiny_run)
     ids = corpus.test
     rows = ev.curve(ids, ps=[0.0, 0.3], layer="all", runs=2)
     static, masked = rows
@@ -52,7 +52,7 @@ def test_masking_changes_ppl_reproducibly(analysis_run):
     assert ev.evaluate(ids, 0.3, "all", run=1)["ppl"] == masked["ppls"][1]
     one = ev.evaluate(ids, 0.3, 1, run=1)["ppl"]
     assert one not in (masked["ppls"][1], static["mean_ppl"])
-    other, _ = _masking_evaluator(analysis_run, seed=7)
+    other, _ = _masking_evaluator(tiny_run, seed=7)
     assert other.evaluate(ids, 0.3, "all", run=1)["ppl"] != masked["ppls"][1]
     with pytest.raises(ValueError, match="out of range"):
         ev.set_masks(0.1, layer=3)
@@ -76,8 +76,8 @@ def test_mask_fraction_scaling_and_nesting():
         bernoulli_mask(u, 1.0)
 
 
-def test_mask_is_fixed_over_time_and_windows(analysis_run):
-    ev, corpus = _masking_evaluator(analysis_run, batch_size=2)
+def test_mask_is_fixed_over_time_and_windows(tiny_run):
+    ev, corpus = _masking_evaluator(tiny_run, batch_size=2)
     ev.set_masks(0.5, layer="all", run=0)
     masks = [np.asarray(m.mask) for m in ev.masks]
     assert [m.size for m in ev.masks] == [16, 16]
@@ -120,10 +120,10 @@ def test_mmlstm_mask_covers_major_and_minor(tiny_config):
     assert ev.evaluate(ids)["ppl"] == static  # masks cleared afterwards
 
 
-def test_cli_writes_csv_and_png(analysis_run, tmp_path, capsys):
-    weights = os.path.join(analysis_run, "best.weights.h5")
+def test_cli_writes_csv_and_png(tiny_run, tmp_path, capsys):
+    weights = os.path.join(tiny_run, "best.weights.h5")
     out = tmp_path / "fm"
-    argv = ["feature-masking", analysis_run, weights, "--layer", "all", "1"]
+    argv = ["feature-masking", tiny_run, weights, "--layer", "all", "1"]
     argv += ["--p", "0", "0.2", "--runs", "2", "--out", str(out)]
     argv += ["--split", "valid", "--max-tokens", "200"]
     assert main(argv) == 0
@@ -152,4 +152,4 @@ def test_cli_writes_csv_and_png(analysis_run, tmp_path, capsys):
             assert values[0] == values[1]
     assert "wrote" in capsys.readouterr().out
     with pytest.raises(SystemExit):  # argparse: not a layer
-        main(["feature-masking", analysis_run, "--layer", "first"])
+        main(["feature-masking", tiny_run, "--layer", "first"])

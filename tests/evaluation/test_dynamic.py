@@ -1,7 +1,6 @@
 """Dynamic evaluation (keras_rnnlm.evaluation.dynamic)."""
 
 import dataclasses
-import importlib.util
 import json
 import math
 import os
@@ -234,21 +233,6 @@ def test_zero_lr_and_lambda_reproduce_static_evaluation(cfg):
     assert math.isfinite(r["nll"]) and r["nll"] != static["nll"]
     for a, b in zip(ev.get_weights(), before):
         np.testing.assert_array_equal(a, b)
-
-
-def _tiny_run(tmp_path_factory, corpus_dir):
-    path = os.path.join(os.path.dirname(__file__), "..", "scoring")
-    spec = importlib.util.spec_from_file_location(
-        "_scoring_conftest_helpers", os.path.join(path, "conftest.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.shared_tiny_run(tmp_path_factory, corpus_dir)
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tiny_corpus_dir, tmp_path_factory):
-    return _tiny_run(tmp_path_factory, tiny_corpus_dir)
 
 
 def test_dynamic_evaluation_adapts_to_a_repetitive_split(tiny_run):

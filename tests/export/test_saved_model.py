@@ -214,18 +214,18 @@ def test_saved_model_cli_accepts_the_documented_request(exported):
 
 
 @pytest.mark.slow
-def test_cli_export_score_rescore(export_run, tmp_path, capsys):
+def test_cli_export_score_rescore(tiny_run, tmp_path, capsys):
     from keras_rnnlm.cli import main
 
     out = tmp_path / "models" / "lm" / "1"
-    assert main(["export", export_run, str(out)]) == 0
-    assert main(["export", export_run, str(out)]) == 2  # exists
+    assert main(["export", tiny_run, str(out)]) == 0
+    assert main(["export", tiny_run, str(out)]) == 2  # exists
     text = tmp_path / "in.txt"
     text.write_bytes(b"the cat sees a ball .\n\nzebra \xff\n")
     capsys.readouterr()
     assert main(["score", str(out), str(text), "--json"]) == 0
     saved = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
-    assert main(["score", export_run, str(text), "--json"]) == 0
+    assert main(["score", tiny_run, str(text), "--json"]) == 0
     keras_ = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert len(saved) == 4 and "summary" in saved[-1]
     for a, b in zip(saved[:-1], keras_[:-1]):
