@@ -88,8 +88,12 @@ def torch_model(scorer):
             self.dec = nn.Linear(hidden, dec_w.shape[1])
 
         def forward(self, x):
-            out, _ = self.lstm(self.emb(x))
-            return self.dec(out)
+            return self.step(x)[0]
+
+        def step(self, x, hidden=None):
+            """(T, B) ids -> ((T, B, V) logits, carried state)."""
+            out, hidden = self.lstm(self.emb(x), hidden)
+            return self.dec(out), hidden
 
     m = LM().eval()
     with torch.no_grad():
