@@ -60,8 +60,7 @@ def keras_side(args, corpus, config):
     )
     dyn = ev.evaluate(ids, verbose=0)
     print(
-        f"keras dynamic: ppl {dyn['ppl']:.3f}, "
-        f"{dyn['tokens_per_s']:.0f} tok/s"
+        f"keras dynamic: ppl {dyn['ppl']:.3f}, {dyn['tokens_per_s']:.0f} tok/s"
     )
     sev = Evaluator(config.model, len(corpus.vocab), 1, ev.bptt)
     sev.load_weights(weights)
@@ -233,8 +232,7 @@ def main(argv=None):
             }
             f.write(json.dumps({**rec, **common}) + "\n")
     name = args.name or (
-        f"{os.path.basename(os.path.normpath(args.run))}_dynamic_"
-        f"{args.split}"
+        f"{os.path.basename(os.path.normpath(args.run))}_dynamic_{args.split}"
     )
     rec = {
         "kind": "quality",

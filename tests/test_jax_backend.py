@@ -21,6 +21,7 @@ SELECTION = {
     "layers/test_multiplicative.py": "(matches_numpy and auto) or gradients",
     "layers/test_stateful.py": "carries_state and (lstm or mlstm)",
     "layers/test_major_minor_lstm.py": "carries_state",
+    "layers/test_recurrence.py": "forward_only_gives",
     "test_metrics.py": "independent",
     "evaluation/test_dynamic.py": "update_rule_matches_hand_computed",
 }

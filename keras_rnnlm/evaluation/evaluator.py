@@ -13,6 +13,7 @@ each of the ``batch_size`` streams is context only, and fewer than
 import math
 
 from keras_rnnlm.data.streams import LMSequence
+from keras_rnnlm.layers.recurrence import set_forward_only
 from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
 from keras_rnnlm.models.builder import build_language_model
@@ -63,6 +64,9 @@ class Evaluator:
             name="rnnlm_eval",
             recurrent_output_hook=recurrent_output_hook,
         )
+        # Never differentiated: the fused loops save nothing for a
+        # backward pass.
+        set_forward_only(self.model)
         self.model.compile(
             loss=TokenCrossEntropy(),
             weighted_metrics=lm_metrics(char_level),

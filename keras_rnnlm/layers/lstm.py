@@ -62,6 +62,8 @@ class LSTM(TrackedStateMixin, keras.layers.LSTM):
                 f"`fused` must be True, False or 'auto'. Received: {fused}"
             )
         self.fused = fused
+        # Runtime mode, not configuration: see recurrence.set_forward_only.
+        self.forward_only = False
 
     def recurrent_kernel_for_call(self, training=False):
         """The (units, 4 * units) recurrent kernel used in this call."""
@@ -93,7 +95,9 @@ class LSTM(TrackedStateMixin, keras.layers.LSTM):
         rk = ops.cast(
             _value(self.recurrent_kernel_for_call(training)), proj.dtype
         )
-        outputs, h_t, c_t = lstm_recurrence(proj, h0, c0, rk)
+        outputs, h_t, c_t = lstm_recurrence(
+            proj, h0, c0, rk, forward_only=self.forward_only
+        )
         return h_t, outputs, [h_t, c_t]
 
     def _generic_inner_loop(self, sequences, initial_state, mask, training):

@@ -765,6 +765,8 @@ class MultiCellLSTM(keras.layers.RNN):
         super().__init__(cell, **kwargs)
         self.units = cell.units
         self.fused = fused
+        # Runtime mode, not configuration: see recurrence.set_forward_only.
+        self.forward_only = False
         for name in CELL_ARGS:
             setattr(self, name, getattr(cell, name))
 
@@ -800,8 +802,10 @@ class MultiCellLSTM(keras.layers.RNN):
         )
         xs_tm = ops.transpose(projected, (1, 0, 2))
         spec = cell.step_spec(training)
-        if self.fused == "autodiff":
-            outputs_tm, last = _compiled_loop(spec)(xs_tm, states, weights)
+        if self.fused == "autodiff" or self.forward_only:
+            outputs_tm, last = _compiled_loop(spec)(
+                xs_tm, states, weights, forward_only=self.forward_only
+            )
         else:
             outputs_tm, *last = multicell_recurrence(
                 xs_tm, *states, weights, spec

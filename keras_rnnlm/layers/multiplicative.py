@@ -513,6 +513,8 @@ class MultiplicativeRNN(TrackedStateMixin, keras.layers.RNN):
             )
         super().__init__(cell, **kwargs)
         self.fused = fused
+        # Runtime mode, not configuration: see recurrence.set_forward_only.
+        self.forward_only = False
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
         if (
@@ -532,7 +534,10 @@ class MultiplicativeRNN(TrackedStateMixin, keras.layers.RNN):
         )
         loop = _compiled_loop(type(cell), cell._dims())
         outputs_tm, last = loop(
-            ops.transpose(projected, (1, 0, 2)), states, weights
+            ops.transpose(projected, (1, 0, 2)),
+            states,
+            weights,
+            forward_only=self.forward_only,
         )
         outputs = ops.transpose(outputs_tm, (1, 0, 2))
         return last[0], outputs, list(last)

@@ -83,8 +83,34 @@ def scan(step, init, xs, reverse=False):
     return carry, tuple(ta.stack() for ta in ys_ta)
 
 
+def _tensors(*xs):
+    """Variables read into tensors: a compiled TensorFlow loop, cached
+    across models, must not be traced with (and later reference) one
+    model's variables."""
+    if backend.backend() != "tensorflow":
+        return xs
+    import tensorflow as tf
+
+    return tuple(tf.identity(x) for x in xs)
+
+
 def _time_major(x):
     return ops.transpose(x, (1, 0, 2))
+
+
+def _lstm_step(z_x, h, c, recurrent_kernel, units):
+    """One LSTM step: ``(h, c, i, f, g, o)`` (gates after activation)."""
+    z = z_x + ops.matmul(h, recurrent_kernel)
+    ifo = ops.sigmoid(
+        ops.concatenate([z[:, : 2 * units], z[:, 3 * units :]], axis=-1)
+    )
+    i = ifo[:, :units]
+    f = ifo[:, units : 2 * units]
+    o = ifo[:, 2 * units :]
+    g = ops.tanh(z[:, 2 * units : 3 * units])
+    c = f * c + i * g
+    h = o * ops.tanh(c)
+    return h, c, i, f, g, o
 
 
 def _lstm_forward(proj_tm, h0, c0, recurrent_kernel):
@@ -104,20 +130,25 @@ def _lstm_forward(proj_tm, h0, c0, recurrent_kernel):
 
     def step(carry, xs):
         (h, c), (z_x,) = carry, xs
-        z = z_x + ops.matmul(h, recurrent_kernel)
-        ifo = ops.sigmoid(
-            ops.concatenate([z[:, : 2 * units], z[:, 3 * units :]], axis=-1)
-        )
-        i = ifo[:, :units]
-        f = ifo[:, units : 2 * units]
-        o = ifo[:, 2 * units :]
-        g = ops.tanh(z[:, 2 * units : 3 * units])
-        c = f * c + i * g
-        h = o * ops.tanh(c)
+        h, c, i, f, g, o = _lstm_step(z_x, h, c, recurrent_kernel, units)
         return (h, c), (h, c, ops.concatenate([i, f, g, o], axis=-1))
 
     _, (h_all, c_all, gates_all) = scan(step, (h0, c0), (proj_tm,))
     return h_all, c_all, gates_all
+
+
+def _lstm_forward_only(proj_tm, h0, c0, recurrent_kernel):
+    """The forward recurrence without the saved states and gates that the
+    backward pass needs: ``(h_all, h_T, c_T)``."""
+    units = ops.shape(h0)[-1]
+
+    def step(carry, xs):
+        (h, c), (z_x,) = carry, xs
+        h, c = _lstm_step(z_x, h, c, recurrent_kernel, units)[:2]
+        return (h, c), (h,)
+
+    (h_t, c_t), (h_all,) = scan(step, (h0, c0), (proj_tm,))
+    return h_all, h_t, c_t
 
 
 def _lstm_backward(
@@ -165,14 +196,18 @@ def _lstm_backward(
 
 @functools.cache
 def _compiled():
-    return compile_loop(_lstm_forward), compile_loop(_lstm_backward)
+    return (
+        compile_loop(_lstm_forward),
+        compile_loop(_lstm_backward),
+        compile_loop(_lstm_forward_only),
+    )
 
 
 def _zeros_if_none(g, like):
     return ops.zeros_like(like) if g is None else g
 
 
-def lstm_recurrence(proj, h0, c0, recurrent_kernel):
+def lstm_recurrence(proj, h0, c0, recurrent_kernel, forward_only=False):
     """Runs the LSTM recurrence over pre-projected inputs.
 
     Args:
@@ -181,12 +216,22 @@ def lstm_recurrence(proj, h0, c0, recurrent_kernel):
         h0, c0: (B, H) initial states.
         recurrent_kernel: (H, 4H) tensor (already weight-dropped if the
             caller uses DropConnect).
+        forward_only: skip saving the per-step cell states and gates that
+            the hand-written backward pass reads (see
+            :func:`set_forward_only`). Same outputs. On TensorFlow the
+            result is then not differentiable through the fast path;
+            on JAX it is (plain ``lax.scan`` autodiff).
 
     Returns:
         ``(outputs, h_T, c_T)`` with ``outputs`` of shape (B, T, H).
         Differentiable with respect to all four arguments.
     """
-    forward, backward = _compiled()
+    forward, backward, forward_only_loop = _compiled()
+    if forward_only:
+        h_all, h_t, c_t = forward_only_loop(
+            *_tensors(_time_major(proj), h0, c0, recurrent_kernel)
+        )
+        return _time_major(h_all), h_t, c_t
 
     @ops.custom_gradient
     def _run(proj, h0, c0, recurrent_kernel):
@@ -250,6 +295,17 @@ def _scan_forward(step, xs_tm, states, weights):
     return ys, tuple(states_all)
 
 
+def _scan_forward_only(step, xs_tm, states, weights):
+    """Forward loop keeping only the last states: ``(ys, last_states)``."""
+
+    def body(carry, inputs):
+        y, new = step(inputs[0], carry, weights)
+        return tuple(new), (y,)
+
+    last, (ys,) = scan(body, tuple(states), (xs_tm,))
+    return ys, tuple(last)
+
+
 def _scan_backward(step, xs_tm, states, weights, states_all, d_ys, d_last):
     """Reverse loop: each step's vector-Jacobian product, recomputed.
 
@@ -297,8 +353,10 @@ def make_fused_scan(step):
             inputs, ``states`` and ``weights`` tuples of tensors.
 
     Returns:
-        ``run(xs_tm, states, weights) -> (ys_tm, last_states)`` for
-        time-major ``xs_tm``; differentiable with respect to all three.
+        ``run(xs_tm, states, weights, forward_only=False) -> (ys_tm,
+        last_states)`` for time-major ``xs_tm``; differentiable with
+        respect to all three. ``forward_only=True`` keeps no per-step
+        states for a backward pass (on TensorFlow: not differentiable).
         On TensorFlow the forward and the backward loops are XLA-compiled
         and the backward pass recomputes each step's vector-Jacobian
         product (:func:`_scan_backward`); on JAX it is ``lax.scan`` with
@@ -306,17 +364,23 @@ def make_fused_scan(step):
     """
     if backend.backend() != "tensorflow":
 
-        def run_plain(xs_tm, states, weights):
-            ys, states_all = _scan_forward(step, xs_tm, states, weights)
-            return ys, tuple(s[-1] for s in states_all)
+        def run_plain(xs_tm, states, weights, forward_only=False):
+            return _scan_forward_only(step, xs_tm, states, weights)
 
         return run_plain
 
     forward = compile_loop(functools.partial(_scan_forward, step))
     backward = compile_loop(functools.partial(_scan_backward, step))
+    forward_only_loop = compile_loop(
+        functools.partial(_scan_forward_only, step)
+    )
 
-    def run(xs_tm, states, weights):
+    def run(xs_tm, states, weights, forward_only=False):
         states, weights = tuple(states), tuple(weights)
+        if forward_only:
+            return forward_only_loop(
+                _tensors(xs_tm)[0], _tensors(*states), _tensors(*weights)
+            )
         n_s = len(states)
 
         @ops.custom_gradient
@@ -345,3 +409,27 @@ def make_fused_scan(step):
         return ys, tuple(last)
 
     return run
+
+
+def set_forward_only(layer, enabled=True):
+    """Switches the fused loops of ``layer`` (a model or a layer, and every
+    layer inside it) to forward-only mode, or back.
+
+    In forward-only mode the fused recurrences keep nothing for a backward
+    pass (the LSTM loop saves no per-step cell states and gates), which
+    makes evaluation and scoring cheaper. Only for models that are never
+    differentiated: the package's :class:`~keras_rnnlm.evaluation.Evaluator`
+    and scoring / export graphs switch their own models; a training or
+    dynamic-evaluation model must not be switched (on TensorFlow its
+    gradients would fail).
+
+    Returns:
+        The number of layers switched (those with a ``forward_only``
+        attribute).
+    """
+    n = 0
+    for sub in layer._flatten_layers(include_self=True, recursive=True):
+        if hasattr(sub, "forward_only"):
+            sub.forward_only = bool(enabled)
+            n += 1
+    return n

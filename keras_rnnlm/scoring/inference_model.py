@@ -38,6 +38,8 @@ business and get no twin).
 import keras
 import numpy as np
 
+from keras_rnnlm.layers.recurrence import set_forward_only
+
 STATE_PREFIX = "state"
 
 
@@ -217,7 +219,10 @@ def build_inference_model(model, portable=False):
     if isinstance(logits, (list, tuple)):
         logits = logits[0]
     for layer in layers:
-        twins[id(layer)][1].set_weights(layer.get_weights())
+        twin = twins[id(layer)][1]
+        twin.set_weights(layer.get_weights())
+        # Scoring never differentiates: no per-step saves in the loops.
+        set_forward_only(twin)
     state_in = [t for i in range(len(layers)) for t in inputs[i]]
     state_out = [t for i in range(len(layers)) for t in final_states[i]]
     graph = keras.Model(
