@@ -72,9 +72,9 @@ def keras_side(args, corpus, config):
 def torch_side(ev, corpus, ids):
     """The same algorithm in PyTorch on ``ev.model``'s weights."""
     import torch
+    from scoring import torch_model
 
     from keras_rnnlm.data.streams import LMSequence
-    from scoring import torch_model
 
     m = torch_model(types.SimpleNamespace(model=ev.model))
     for name, p in m.named_parameters():
