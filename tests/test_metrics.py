@@ -149,6 +149,46 @@ def test_token_nll_equals_keras_cross_entropy():
     assert again.from_logits
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_token_nll_gradient_is_softmax_minus_onehot(dtype):
+    """The fused TensorFlow kernel's hand-written gradient (and JAX's
+    autodiff) against the closed form, with weights and float targets (as
+    Keras hands them to a loss)."""
+    rng = np.random.default_rng(4)
+    logits = rng.normal(size=(2, 3, 7)).astype("float32") * 3
+    y = rng.integers(0, 7, (2, 3))
+    w = rng.random((2, 3)).astype("float32")
+    x = ops.convert_to_tensor(logits, dtype)
+    y_float = ops.convert_to_tensor(y, "float32")
+
+    def loss_fn(z):
+        return ops.sum(token_nll(y_float, z) * w)
+
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = loss_fn(x)
+        grad = tape.gradient(loss, x)
+    elif keras.backend.backend() == "jax":
+        import jax
+
+        loss, grad = jax.value_and_grad(loss_fn)(x)
+    else:
+        pytest.skip("gradient check written for TensorFlow and JAX")
+    z = ops.convert_to_numpy(ops.cast(x, "float32")).astype("float64")
+    p = np.exp(z - z.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    expect = (p - np.eye(7)[y]) * w[..., None]
+    tol = 1e-5 if dtype == "float32" else 1e-2
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(ops.cast(grad, "float32")), expect, atol=tol
+    )
+    nll = -np.log(np.take_along_axis(p, y[..., None], -1))[..., 0]
+    np.testing.assert_allclose(float(loss), (nll * w).sum(), rtol=1e-5)
+
+
 @pytest.mark.parametrize("cell", ["gru", "simple_rnn", "keras_lstm"])
 def test_batch_one_evaluation_of_keras_layers(cell):
     """Keras's own recurrent layers evaluate at batch 1 (AWD's test batch)
