@@ -15,7 +15,7 @@ import keras
 from keras import ops
 
 
-def token_nll(y_true, y_pred, from_logits=True):
+def token_nll(y_true, y_pred, from_logits=True, fused=True):
     """Per-token negative log-likelihood (nats), in float32.
 
     ``logsumexp(logits) - logits[target]``: the same number as Keras's
@@ -36,11 +36,14 @@ def token_nll(y_true, y_pred, from_logits=True):
     ``cross_entropy``. JAX compiles the ``keras.ops`` form into one fused
     kernel itself.
 
+    ``fused=False`` keeps the plain ``keras.ops`` form everywhere (no XLA
+    function in the graph, e.g. for a portable SavedModel).
+
     Targets must be valid ids in ``[0, vocabulary)`` (the data pipeline's
     vocabularies guarantee it; compiled gathers clamp out-of-range ids).
     """
     y_pred = ops.cast(y_pred, "float32")
-    if from_logits and keras.backend.backend() == "tensorflow":
+    if fused and from_logits and keras.backend.backend() == "tensorflow":
         return _fused_token_nll(y_true, y_pred)
     index = ops.expand_dims(ops.cast(y_true, "int32"), -1)
     picked = ops.squeeze(ops.take_along_axis(y_pred, index, axis=-1), -1)

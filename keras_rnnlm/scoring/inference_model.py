@@ -99,13 +99,18 @@ class InferenceModel:
         state_names: one name per state tensor (``state_{layer}_{k}``).
         state_shapes: the per-example shape of each state tensor.
         vocab_size: size of the output distribution.
+        portable: built without XLA-compiled functions (see
+            :func:`build_inference_model`).
     """
 
-    def __init__(self, model, state_names, state_shapes, vocab_size):
+    def __init__(
+        self, model, state_names, state_shapes, vocab_size, portable=False
+    ):
         self.model = model
         self.state_names = list(state_names)
         self.state_shapes = [tuple(s) for s in state_shapes]
         self.vocab_size = int(vocab_size)
+        self.portable = bool(portable)
 
     def zero_states(self, batch_size):
         """The initial (zero) states as NumPy float32 arrays."""
@@ -229,4 +234,4 @@ def build_inference_model(model, portable=False):
         [tokens, *state_in], [logits, *state_out], name=f"{model.name}_infer"
     )
     vocab_size = logits.shape[-1]
-    return InferenceModel(graph, names, shapes, vocab_size)
+    return InferenceModel(graph, names, shapes, vocab_size, portable)

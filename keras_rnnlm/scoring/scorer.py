@@ -37,6 +37,7 @@ import keras
 import numpy as np
 
 from keras_rnnlm.data.errors import OOVError
+from keras_rnnlm.metrics import token_nll
 from keras_rnnlm.scoring.inference_model import InferenceModel
 from keras_rnnlm.scoring.inference_model import build_inference_model
 from keras_rnnlm.scoring.tokenization import Tokenization
@@ -367,14 +368,11 @@ def token_log_probs(inference, inputs, targets, states):
     exported SavedModel endpoints.
     """
     logits, final = inference(inputs, states)
-    logits = keras.ops.cast(logits, "float32")
     # logit[target] - logsumexp(logits): no second (batch, time, vocab)
-    # tensor, unlike gathering from log_softmax.
-    tok = keras.ops.take_along_axis(
-        logits, keras.ops.expand_dims(keras.ops.cast(targets, "int32"), -1), -1
-    )
-    norm = keras.ops.logsumexp(logits, axis=-1)
-    return keras.ops.squeeze(tok, -1) - norm, final
+    # tensor, unlike gathering from log_softmax; one compiled kernel on
+    # TensorFlow unless the graph must stay free of XLA functions.
+    fused = not getattr(inference, "portable", False)
+    return -token_nll(targets, logits, fused=fused), final
 
 
 def _make_scoring_fn(inference):
