@@ -49,7 +49,7 @@ import keras
 import numpy as np
 
 from keras_rnnlm.scoring.inference_model import build_inference_model
-from keras_rnnlm.scoring.scorer import TIME_BUCKET
+from keras_rnnlm.scoring.scorer import TIME_BUCKETS
 from keras_rnnlm.scoring.scorer import Scorer
 from keras_rnnlm.scoring.scorer import token_log_probs
 
@@ -167,6 +167,14 @@ class _Graph:
             )
         return self.bos_id, self.eos_id
 
+    def bucket_length(self, t):
+        """In-graph :func:`keras_rnnlm.scoring.scorer.bucket_length`."""
+        tf = self.tf
+        step = tf.constant(TIME_BUCKETS[-1][1], tf.int32)
+        for limit, size in reversed(TIME_BUCKETS[:-1]):
+            step = tf.where(t <= limit, size, step)
+        return (t + step - 1) // step * step
+
     def zero_states(self, batch):
         tf = self.tf
         return [
@@ -184,7 +192,7 @@ class _Graph:
         inputs = tf.concat([col + bos, ids], axis=1)
         targets = tf.concat([ids, col + eos], axis=1)
         t = tf.reduce_max(tf.concat([lengths, [0]], 0))
-        padded_t = (t + TIME_BUCKET - 1) // TIME_BUCKET * TIME_BUCKET
+        padded_t = self.bucket_length(t)
         shape = tf.stack([batch, padded_t])
         x = inputs.to_tensor(0, shape=shape)
         y = targets.to_tensor(0, shape=shape)
@@ -421,5 +429,5 @@ def _metadata(scorer):
         "tokenization": scorer.tokenization.to_dict(),
         "state_names": scorer.inference.state_names,
         "state_shapes": [list(s) for s in scorer.inference.state_shapes],
-        "time_bucket": TIME_BUCKET,
+        "time_buckets": [list(b) for b in TIME_BUCKETS],
     }

@@ -44,7 +44,22 @@ from keras_rnnlm.scoring.tokenization import Tokenization
 from keras_rnnlm.scoring.tokenization import tokenization_for_run
 
 LN10 = math.log(10.0)
-TIME_BUCKET = 16  # sequences are padded to a multiple (fewer XLA shapes)
+# Scored batches are right-padded in time to a bucketed length, so that
+# the compiled (XLA) loops see a bounded set of shapes: up to ``limit``
+# steps, a multiple of ``step``. Short sentences, the common case, waste at
+# most 7 steps (16-step buckets padded a 23-token PTB sentence to 32:
+# +39% work for one sentence); 16 shapes cover lengths up to 256.
+TIME_BUCKETS = ((64, 8), (128, 16), (256, 32), (None, 64))
+
+
+def bucket_length(t):
+    """The padded length of a batch whose longest row has ``t`` steps
+    (see :data:`TIME_BUCKETS`)."""
+    t = int(t)
+    for limit, step in TIME_BUCKETS:
+        if limit is None or t <= limit:
+            return -(-t // step) * step
+    raise AssertionError("unreachable")
 
 
 @dataclasses.dataclass
@@ -337,7 +352,7 @@ class Scorer:
                 for i in rows:
                     out[i] = np.zeros(0, np.float32)
                 continue
-            t += -t % TIME_BUCKET
+            t = bucket_length(t)
             x = np.zeros((len(rows), t), np.int32)
             y = np.zeros((len(rows), t), np.int32)
             for r, i in enumerate(rows):

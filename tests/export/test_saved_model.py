@@ -297,3 +297,23 @@ def test_char_model_export(tmp_path, space_token):
         np.testing.assert_allclose(
             r["token_logprobs"][i][:n].numpy(), ref.ln_probs, atol=TOL
         )
+
+
+def test_in_graph_time_buckets_equal_the_scorer_s():
+    import types
+
+    import tensorflow as tf
+
+    from keras_rnnlm.export.saved_model import _Graph
+    from keras_rnnlm.scoring.scorer import bucket_length
+
+    ts = np.arange(0, 700)
+    got = _Graph.bucket_length(
+        types.SimpleNamespace(tf=tf), tf.constant(ts, tf.int32)
+    ).numpy()
+    want = [bucket_length(t) for t in ts]
+    np.testing.assert_array_equal(got, want)
+    assert bucket_length(23) == 24 and bucket_length(1) == 8
+    assert all(bucket_length(t) >= t for t in ts)
+    # A bounded set of compiled shapes: 16 lengths cover 1..256.
+    assert len({bucket_length(t) for t in range(1, 257)}) == 16
