@@ -104,6 +104,8 @@ def measure_torch(hidden, bptt, steps):
             out, state = self.lstm(self.emb(x), state)
             return self.dec(out), state
 
+    if os.environ.get("OMP_NUM_THREADS"):
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     torch.manual_seed(0)
     model = Model()
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
@@ -158,12 +160,20 @@ def child(impl, size, steps):
     )
 
 
-def run_child(impl, size, steps):
+def run_child(impl, size, steps, threads=0):
+    env = dict(os.environ)
+    if threads:
+        env.update(
+            TF_NUM_INTRAOP_THREADS=str(threads),
+            TF_NUM_INTEROP_THREADS=str(threads),
+            OMP_NUM_THREADS=str(threads),
+        )
     out = subprocess.run(
         [sys.executable, __file__, "--child", impl, size, str(steps)],
         capture_output=True,
         text=True,
         check=False,
+        env=env,
     )
     if out.returncode != 0:
         raise RuntimeError(f"{impl}/{size} failed:\n{out.stderr[-3000:]}")
@@ -183,6 +193,16 @@ def main():
     p.add_argument(
         "--out", default=os.path.join(HERE, "results", "throughput.jsonl")
     )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="intra/inter-op threads of TensorFlow and torch alike (0: the "
+        "frameworks' defaults). On this 2-vCPU machine TensorFlow's default "
+        "(2 threads) is bimodal: each evaluate call runs either at full "
+        "speed or at exactly one core's speed, for keras.layers.LSTM as "
+        "for the package's layers; 1 gives stable comparisons",
+    )
     p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -199,7 +219,7 @@ def main():
         samples = {impl: [] for impl in args.impls}
         for _ in range(args.repeats):  # interleaved repeats
             for impl in args.impls:
-                samples[impl].append(run_child(impl, size, steps))
+                samples[impl].append(run_child(impl, size, steps, args.threads))
         med = {
             impl: {
                 k: statistics.median(s[k] for s in runs)
@@ -222,6 +242,7 @@ def main():
                     "device": device,
                     "command": command,
                     "date": date,
+                    "threads": args.threads or "default",
                 }
                 records.append(rec)
             records.append(
@@ -244,6 +265,7 @@ def main():
                     "device": device,
                     "command": command,
                     "date": date,
+                    "threads": args.threads or "default",
                 }
             )
             print(
