@@ -176,7 +176,10 @@ def run_child(impl, size, steps, threads=0):
         env=env,
     )
     if out.returncode != 0:
-        raise RuntimeError(f"{impl}/{size} failed:\n{out.stderr[-3000:]}")
+        raise RuntimeError(
+            f"{impl}/{size} failed (exit code {out.returncode}):\n"
+            f"{out.stderr[-3000:]}"
+        )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
