@@ -176,11 +176,17 @@ class _Graph:
         return (t + step - 1) // step * step
 
     def zero_states(self, batch):
+        """The layers' initial states (zeros except, e.g., a multi-cell
+        LSTM's distinct initial cells), tiled to ``batch``."""
         tf = self.tf
-        return [
-            tf.zeros(tf.concat([[batch], list(shape)], 0), tf.float32)
-            for shape in self.inference.state_shapes
-        ]
+        out = []
+        for value in self.inference.initial_values:
+            shape = tf.concat([[batch], list(value.shape)], 0)
+            if not value.any():
+                out.append(tf.zeros(shape, tf.float32))
+            else:
+                out.append(tf.broadcast_to(tf.constant(value[None]), shape))
+        return out
 
     def score_ragged(self, ids, oov, strings=None):
         """Scores ragged id rows with bos/eos; returns the output dict."""

@@ -81,12 +81,16 @@ def _twin(layer, portable=False):
     return layer.__class__.from_config(config)
 
 
-def _state_shapes(layer):
-    """Per-example shapes of the layer's states (without the batch axis)."""
+def _initial_values(layer):
+    """Per-example initial states of the layer (NumPy float32, without the
+    batch axis): zeros for most layers, but e.g. a multi-cell LSTM may
+    start its cells from distinct values."""
     states = layer.get_initial_state(1)
     if not isinstance(states, (list, tuple)):
         states = [states]
-    return [tuple(int(d) for d in keras.ops.shape(s)[1:]) for s in states]
+    return [
+        np.asarray(keras.ops.convert_to_numpy(s), np.float32)[0] for s in states
+    ]
 
 
 class InferenceModel:
@@ -101,23 +105,44 @@ class InferenceModel:
         vocab_size: size of the output distribution.
         portable: built without XLA-compiled functions (see
             :func:`build_inference_model`).
+        initial_values: the per-example initial value of each state
+            (``None``: zeros), what the recurrent layers start from.
     """
 
     def __init__(
-        self, model, state_names, state_shapes, vocab_size, portable=False
+        self,
+        model,
+        state_names,
+        state_shapes,
+        vocab_size,
+        portable=False,
+        initial_values=None,
     ):
         self.model = model
         self.state_names = list(state_names)
         self.state_shapes = [tuple(s) for s in state_shapes]
         self.vocab_size = int(vocab_size)
         self.portable = bool(portable)
+        if initial_values is None:
+            initial_values = [np.zeros(s, np.float32) for s in state_shapes]
+        self.initial_values = [
+            np.asarray(v, np.float32) for v in initial_values
+        ]
+
+    def initial_states(self, batch_size):
+        """The states a sequence starts from (the layers' own initial
+        states, e.g. a multi-cell LSTM's distinct initial cells), as NumPy
+        float32 arrays of shape ``(batch_size, ...)``."""
+        return [
+            np.broadcast_to(v, (batch_size, *v.shape)).copy()
+            for v in self.initial_values
+        ]
 
     def zero_states(self, batch_size):
-        """The initial (zero) states as NumPy float32 arrays."""
-        return [
-            np.zeros((batch_size, *shape), np.float32)
-            for shape in self.state_shapes
-        ]
+        """Alias of :meth:`initial_states` (kept for existing callers; the
+        states are zeros for every layer except multi-cell LSTMs with
+        non-zero initial cells)."""
+        return self.initial_states(batch_size)
 
     def __call__(self, tokens, states):
         """Runs the graph: returns ``(logits, new_states)``."""
@@ -174,16 +199,18 @@ def build_inference_model(model, portable=False):
         )
 
     twins = {}
-    names, shapes, inputs = [], [], {}
+    names, shapes, values, inputs = [], [], [], {}
     for i, layer in enumerate(layers):
         twin = _twin(layer, portable)
         twins[id(layer)] = (i, twin)
-        layer_shapes = _state_shapes(layer)
+        layer_values = _initial_values(layer)
         state_inputs = []
-        for k, shape in enumerate(layer_shapes):
+        for k, value in enumerate(layer_values):
+            shape = tuple(int(d) for d in value.shape)
             name = f"{STATE_PREFIX}_{i}_{k}"
             names.append(name)
             shapes.append(shape)
+            values.append(value)
             state_inputs.append(
                 keras.Input(shape=shape, dtype="float32", name=name)
             )
@@ -234,4 +261,4 @@ def build_inference_model(model, portable=False):
         [tokens, *state_in], [logits, *state_out], name=f"{model.name}_infer"
     )
     vocab_size = logits.shape[-1]
-    return InferenceModel(graph, names, shapes, vocab_size, portable)
+    return InferenceModel(graph, names, shapes, vocab_size, portable, values)

@@ -317,3 +317,49 @@ def test_in_graph_time_buckets_equal_the_scorer_s():
     assert all(bucket_length(t) >= t for t in ts)
     # A bounded set of compiled shapes: 16 lengths cover 1..256.
     assert len({bucket_length(t) for t in range(1, 257)}) == 16
+
+
+def test_multicell_export_starts_from_the_initial_cells(tmp_path):
+    """A multi-cell LSTM with distinct initial cells: the exported
+    endpoints start from those cells (not zeros), like the Scorer and the
+    stateless Keras model."""
+    import tensorflow as tf
+
+    from keras_rnnlm.config import ModelConfig
+    from keras_rnnlm.data import build_vocabulary
+    from keras_rnnlm.export import export_saved_model
+    from keras_rnnlm.models import build_language_model
+
+    vocab = build_vocabulary([["the", "cat", "sees", "a", "ball", "."]])
+    cfg = ModelConfig(
+        embedding_dim=6,
+        hidden_sizes=[6],
+        cell="multicell_lstm",
+        cell_kwargs=dict(num_cells=3, initial_cells="linspace"),
+    )
+    model = build_language_model(cfg, len(vocab), None, stateful=False)
+    scorer = Scorer(model, vocab)
+    assert any(v.any() for v in scorer.inference.initial_values)
+    path = export_saved_model(scorer, str(tmp_path / "lm" / "1"))
+    loaded = tf.saved_model.load(path)
+    sents = ["the cat sees a ball .", "a ball"]
+    r = loaded.signatures["score_text"](sentences=tf.constant(sents))
+    for i, ref in enumerate(scorer.score_sentences(sents)):
+        n = int(r["lengths"][i])
+        np.testing.assert_allclose(
+            r["token_logprobs"][i][:n].numpy(), ref.ln_probs, atol=TOL
+        )
+    init = loaded.signatures["initial_state"](batch_size=tf.constant(2))
+    for name, value in zip(
+        scorer.inference.state_names, scorer.inference.initial_states(2)
+    ):
+        np.testing.assert_allclose(init[name].numpy(), value, atol=1e-7)
+    # The reference: the Keras model's own (stateless) forward pass.
+    ids = np.array([[vocab.eos_id, *vocab.encode("a ball".split())]])
+    logp = tf.nn.log_softmax(model(ids)).numpy()[0]
+    targets = [*vocab.encode("a ball".split()), vocab.eos_id]
+    np.testing.assert_allclose(
+        r["token_logprobs"][1][:3].numpy(),
+        logp[np.arange(3), targets],
+        atol=TOL,
+    )

@@ -194,11 +194,25 @@ def test_char_level_scores_characters():
     assert raw.encode("a_b")[0] == ["a", "_", "b"]
 
 
+_MULTICELL = dict(num_cells=3, strategy="min_max", initial_cells="linspace")
+
+
 @pytest.mark.parametrize(
-    "cell", ["gru", pytest.param("mlstm", marks=pytest.mark.slow)]
+    "cell,kwargs",
+    [
+        ("gru", {}),
+        pytest.param("mlstm", {}, marks=pytest.mark.slow),
+        ("multicell_lstm", _MULTICELL),
+    ],
+    ids=["gru", "mlstm", "multicell_lstm"],
 )
-def test_inference_model_for_other_cells(cell):
-    cfg = ModelConfig(embedding_dim=8, hidden_sizes=[8], cell=cell)
+def test_inference_model_for_other_cells(cell, kwargs):
+    """Streaming in two segments equals one pass, for the multiplicative
+    and multi-cell layers too (a multi-cell state holds all m cells; with
+    distinct initial cells the carried cells matter)."""
+    cfg = ModelConfig(
+        embedding_dim=8, hidden_sizes=[8], cell=cell, cell_kwargs=kwargs
+    )
     model = build_language_model(cfg, 12, None, stateful=False, seed=0)
     inf = build_inference_model(model)
     x = np.random.default_rng(0).integers(0, 12, (2, 9)).astype("int32")
