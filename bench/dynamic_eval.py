@@ -24,16 +24,16 @@ perplexity, reference = the static perplexity of the same tokens) to
 """
 
 import argparse
-import datetime
 import json
 import math
 import os
-import platform
 import sys
 import time
 import types
 
 import numpy as np
+from _records import common_fields
+from _records import set_threads
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -176,9 +176,7 @@ def main(argv=None):
     import tensorflow as tf
     import torch
 
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads, torch)
 
     from keras_rnnlm.training.trainer import load_run
     from keras_rnnlm.training.trainer import load_run_corpus
@@ -190,25 +188,20 @@ def main(argv=None):
     if args.no_write:
         return 0
 
-    command = "python bench/dynamic_eval.py " + " ".join(
-        argv if argv is not None else sys.argv[1:]
+    common = common_fields(
+        "dynamic_eval.py",
+        argv,
+        args.threads,
+        run=args.run,
+        preset=args.preset,
+        split=args.split,
+        tokens=dyn["tokens"],
+        static_ppl=round(static["ppl"], 3),
+        keras_dynamic_ppl=round(dyn["ppl"], 3),
+        torch_dynamic_ppl=round(ref["ppl"], 3),
+        torch=torch.__version__,
+        tensorflow=tf.__version__,
     )
-    common = {
-        "device": f"CPU {platform.machine()}, {os.cpu_count()} cores",
-        "date": datetime.date.today().isoformat(),
-        "command": command.strip(),
-        "threads": args.threads,
-        "load_avg_1m": round(os.getloadavg()[0], 2),
-        "run": args.run,
-        "preset": args.preset,
-        "split": args.split,
-        "tokens": dyn["tokens"],
-        "static_ppl": round(static["ppl"], 3),
-        "keras_dynamic_ppl": round(dyn["ppl"], 3),
-        "torch_dynamic_ppl": round(ref["ppl"], 3),
-        "torch": torch.__version__,
-        "tensorflow": tf.__version__,
-    }
     rows = [
         (
             "dynamic_eval_statistics",

@@ -13,12 +13,13 @@ reference = float32 perplexity of the same weights) and an evaluation
 """
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import sys
 import time
+
+from _records import common_fields
+from _records import set_threads
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 POLICIES = ("float32", "mixed_bfloat16")
@@ -35,8 +36,7 @@ def main(argv=None):
     import keras
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+    set_threads(args.threads)
 
     from keras_rnnlm.training.trainer import load_run
     from keras_rnnlm.training.trainer import load_run_corpus
@@ -72,19 +72,14 @@ def main(argv=None):
     if args.no_write:
         return 0
 
-    command = "python bench/precision.py " + " ".join(
-        argv if argv is not None else sys.argv[1:]
+    common = common_fields(
+        "precision.py",
+        argv,
+        args.threads,
+        run=args.run,
+        trained_dtype_policy=config.train.dtype_policy,
+        tensorflow=tf.__version__,
     )
-    common = {
-        "device": f"CPU {platform.machine()}, {os.cpu_count()} cores",
-        "date": datetime.date.today().isoformat(),
-        "command": command.strip(),
-        "threads": args.threads,
-        "load_avg_1m": round(os.getloadavg()[0], 2),
-        "run": args.run,
-        "trained_dtype_policy": config.train.dtype_policy,
-        "tensorflow": tf.__version__,
-    }
     metric = "bpc" if corpus.is_char_level else "ppl"
     out = os.path.join(HERE, "results", "precision.jsonl")
     with open(out, "a") as f:
