@@ -32,6 +32,7 @@ import tempfile
 import time
 
 import numpy as np
+from _records import set_threads
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SIZES = {"small": 200, "medium": 650}
@@ -144,9 +145,7 @@ def main(argv=None):
     import tensorflow_text  # noqa: F401
     import torch
 
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(args.threads)
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads, torch)
 
     from keras_rnnlm.export import export_saved_model
 
