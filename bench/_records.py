@@ -4,7 +4,12 @@
 import datetime
 import os
 import platform
+import statistics
 import sys
+import time
+
+#: Timed evaluation passes per process (see :func:`median_rate`).
+EVAL_PASSES = 3
 
 
 def set_threads(threads, torch=None):
@@ -28,3 +33,22 @@ def common_fields(script, argv, threads, **extra):
         "load_avg_1m": round(os.getloadavg()[0], 2),
         **extra,
     }
+
+
+def median_rate(one_pass, tokens, passes=EVAL_PASSES):
+    """Median tokens/s over ``passes`` timed calls of ``one_pass()``.
+
+    One timed pass per process is not enough on this VM: an occasional
+    whole evaluation call runs at about half speed (seen at 1 thread with
+    the other core idle: Zaremba medium, 1,765-1,769 vs 3,300-3,500 tok/s,
+    in the timed pass of 2 of 3 processes of one bench run, twice, and in
+    1 of 26 calls of one process; Zaremba small, 2 of 12 calls in 3
+    processes), so the median of three processes was a matter of luck.
+    Every implementation of a bench is timed by this same rule.
+    """
+    rates = []
+    for _ in range(passes):
+        t = time.perf_counter()
+        one_pass()
+        rates.append(tokens / (time.perf_counter() - t))
+    return statistics.median(rates)

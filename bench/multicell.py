@@ -41,6 +41,9 @@ FUSED = {"fused": True, "autodiff": "autodiff", "naive": False}
 SCOPE = ["model"]  # or "layer" (set by --scope)
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+
+from _records import median_rate  # noqa: E402
 
 
 def measure_keras(impl, size, cells, strategy, steps):
@@ -88,9 +91,9 @@ def measure_keras(impl, size, cells, strategy, steps):
     # Evaluate as the package's Evaluator does (fused loops forward-only).
     set_forward_only(model)
     model.evaluate(x[:warm], y[:warm], batch_size=BATCH, verbose=0)
-    t = time.perf_counter()
-    model.evaluate(x, y, batch_size=BATCH, verbose=0)
-    evaluate = x.size / (time.perf_counter() - t)
+    evaluate = median_rate(
+        lambda: model.evaluate(x, y, batch_size=BATCH, verbose=0), x.size
+    )
     return train, evaluate, model.count_params()
 
 
@@ -129,9 +132,10 @@ def measure_layer(impl, units, cells, strategy, steps):
     train = BATCH * steps * BPTT / (time.perf_counter() - t)
     set_forward_only(model)
     model.predict(x[:warm], batch_size=BATCH, verbose=0)
-    t = time.perf_counter()
-    model.predict(x, batch_size=BATCH, verbose=0)
-    evaluate = BATCH * steps * BPTT / (time.perf_counter() - t)
+    evaluate = median_rate(
+        lambda: model.predict(x, batch_size=BATCH, verbose=0),
+        BATCH * steps * BPTT,
+    )
     return train, evaluate, model.count_params()
 
 
@@ -215,9 +219,7 @@ def measure_torch(size, cells, strategy, steps):
     run(steps, True)
     train = tokens / (time.perf_counter() - t)
     run(2, False)
-    t = time.perf_counter()
-    run(steps, False)
-    evaluate = tokens / (time.perf_counter() - t)
+    evaluate = median_rate(lambda: run(steps, False), tokens)
     return train, evaluate, sum(q.numel() for q in params)
 
 

@@ -36,6 +36,9 @@ import time
 VOCAB, BATCH, BPTT = 50, 32, 100
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+
+from _records import median_rate  # noqa: E402
 
 
 def _units(cell):
@@ -80,9 +83,9 @@ def measure_keras(impl, cell, steps):
     # Evaluate as the package's Evaluator does (fused loops forward-only).
     set_forward_only(model)
     model.evaluate(x[:warm], y[:warm], batch_size=BATCH, verbose=0)
-    t = time.perf_counter()
-    model.evaluate(x, y, batch_size=BATCH, verbose=0)
-    evaluate = x.size / (time.perf_counter() - t)
+    evaluate = median_rate(
+        lambda: model.evaluate(x, y, batch_size=BATCH, verbose=0), x.size
+    )
     return train, evaluate, model.count_params()
 
 
@@ -196,9 +199,7 @@ def measure_torch(cell, steps):
     run(steps, True)
     train = chars / (time.perf_counter() - t)
     run(2, False)
-    t = time.perf_counter()
-    run(steps, False)
-    evaluate = chars / (time.perf_counter() - t)
+    evaluate = median_rate(lambda: run(steps, False), chars)
     return train, evaluate, sum(p.numel() for p in params)
 
 

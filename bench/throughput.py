@@ -32,6 +32,9 @@ import time
 SIZES = {"small": (200, 20), "medium": (650, 35)}
 VOCAB, BATCH = 10000, 20
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from _records import median_rate  # noqa: E402
 
 
 def _peak_rss_mb():
@@ -39,26 +42,6 @@ def _peak_rss_mb():
 
 
 _IMPORT_RSS = {}
-EVAL_PASSES = 3
-
-
-def _median_rate(one_pass, tokens):
-    """Median tokens/s over ``EVAL_PASSES`` timed evaluation passes.
-
-    A single pass is not enough on this VM: an occasional whole
-    ``evaluate`` call runs at about half speed (seen at 1 thread with the
-    other core idle: Zaremba medium, 1,765-1,769 vs 3,300-3,500 tok/s, in
-    the timed pass of 2 of 3 processes of one bench run, twice, and in 1
-    of 26 calls of one process), so one timed pass per process made the
-    median of three processes a matter of luck. The same rule applies to
-    every implementation.
-    """
-    rates = []
-    for _ in range(EVAL_PASSES):
-        t = time.perf_counter()
-        one_pass()
-        rates.append(tokens / (time.perf_counter() - t))
-    return statistics.median(rates)
 
 
 def _note_import_rss():
@@ -105,7 +88,7 @@ def measure_keras(impl, hidden, bptt, steps):
     def one_pass():
         model.evaluate(x, y, batch_size=BATCH, verbose=0)
 
-    return train, _median_rate(one_pass, x.size)
+    return train, median_rate(one_pass, x.size)
 
 
 def measure_torch(hidden, bptt, steps):
@@ -157,7 +140,7 @@ def measure_torch(hidden, bptt, steps):
     run(steps, True)
     train = tokens / (time.perf_counter() - t)
     run(3, False)
-    return train, _median_rate(lambda: run(steps, False), tokens)
+    return train, median_rate(lambda: run(steps, False), tokens)
 
 
 def child(impl, size, steps):
