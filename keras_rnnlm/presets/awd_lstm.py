@@ -26,8 +26,12 @@ Known differences from the reference code:
 
 ``cpu`` presets are the documented short-budget mode: the same recipe
 (every regulariser, NT-ASGD with a short non-monotone interval) at a small
-size and a few epochs, which a 2-core CPU finishes in well under an hour
-on PTB. Their numbers are NOT comparable with the papers'.
+size and 4 epochs. Measured training speed on one core of this 2-core
+machine (``python bench/awd_speed.py --recipe R --preset cpu --steps 10
+--warmup 3``, one thread, ``bench/results/awd_speed.jsonl``): AWD-LSTM
+~5.4 min per PTB epoch, MoS ~17, Major-Minor (MoS head) ~16, DOC ~23; so
+4 epochs take ~25 min (AWD) to ~1.5 h (DOC) plus evaluation. Their
+numbers are NOT comparable with the papers'.
 """
 
 import copy
