@@ -483,8 +483,161 @@ def _bind_dims(step_fn, dims):
     return step
 
 
+def _mlstm_forward(proj_tm, h0, c0, w_mh, b_mh, w_m):
+    """mLSTM forward loop saving what :func:`_mlstm_backward` reads:
+    ``(h_all, c_all, gates_all, a_all, m_all)`` with ``a = h W_mh + b``
+    and ``m = (W_mx x) * a``."""
+    h_units = ops.shape(h0)[-1]
+    m_units = ops.shape(w_mh)[-1]
+
+    def body(carry, xs):
+        (h, c), (p,) = carry, xs
+        a = ops.matmul(h, w_mh) + b_mh
+        m = p[:, :m_units] * a
+        z = p[:, m_units:] + ops.matmul(m, w_m)
+        i = ops.sigmoid(z[:, :h_units])
+        f = ops.sigmoid(z[:, h_units : 2 * h_units])
+        g = ops.tanh(z[:, 2 * h_units : 3 * h_units])
+        o = ops.sigmoid(z[:, 3 * h_units :])
+        c = f * c + i * g
+        h = o * ops.tanh(c)
+        gates = ops.concatenate([i, f, g, o], axis=-1)
+        return (h, c), (h, c, gates, a, m)
+
+    _, saved = recurrence.scan(body, (h0, c0), (proj_tm,))
+    return saved
+
+
+def _mlstm_backward(
+    proj_tm, h0, c0, w_mh, w_m, c_all, gates_all, dh_out, dh_t, dc_t
+):
+    """Reverse loop of the mLSTM: carries ``(dh, dc)``; per step only the
+    two input-side products ``dz W_m^T`` and ``da W_mh^T``. Returns
+    ``(dz_all, da_all, dh0, dc0)``; the weight gradients are then one
+    matrix product each over all steps (see :func:`_mlstm_scan`)."""
+    h_units = ops.shape(h0)[-1]
+    m_units = ops.shape(w_mh)[-1]
+    c_prev_all = ops.concatenate([c0[None], c_all[:-1]], axis=0)
+    w_m_t = ops.transpose(w_m)
+    w_mh_t = ops.transpose(w_mh)
+
+    def body(carry, xs):
+        dh_next, dc_next = carry
+        dh_o, c, c_prev, gates, p = xs
+        i = gates[:, :h_units]
+        f = gates[:, h_units : 2 * h_units]
+        g = gates[:, 2 * h_units : 3 * h_units]
+        o = gates[:, 3 * h_units :]
+        dh = dh_o + dh_next
+        tc = ops.tanh(c)
+        dc = dc_next + dh * o * (1.0 - tc * tc)
+        dz = ops.concatenate(
+            [
+                dc * g * i * (1.0 - i),
+                dc * c_prev * f * (1.0 - f),
+                dc * i * (1.0 - g * g),
+                dh * tc * o * (1.0 - o),
+            ],
+            axis=-1,
+        )
+        da = ops.matmul(dz, w_m_t) * p[:, :m_units]
+        return (ops.matmul(da, w_mh_t), dc * f), (dz, da)
+
+    (dh0, dc0), (dz_all, da_all) = recurrence.scan(
+        body,
+        (dh_t, dc_t),
+        (dh_out, c_all, c_prev_all, gates_all, proj_tm),
+        reverse=True,
+    )
+    return dz_all, da_all, dh0, dc0
+
+
+@functools.cache
+def _mlstm_compiled():
+    return (
+        recurrence.compile_loop(_mlstm_forward),
+        recurrence.compile_loop(_mlstm_backward),
+    )
+
+
+def _mlstm_scan(dims):
+    """The mLSTM loop with a hand-written backward pass (TensorFlow), the
+    same interface as :func:`keras_rnnlm.layers.recurrence.make_fused_scan`
+    (``run(xs_tm, states, weights, forward_only=False)``). The generic
+    loop's backward recomputes every step's forward and vector-Jacobian
+    product, including the weight gradients, inside the loop; here the
+    loop carries ``(dh, dc)`` and does two small products per step, and
+    ``dW_m = sum_t m_t^T dz_t``, ``dW_mh = sum_t h_{t-1}^T da_t`` are one
+    matrix product each over all ``T * B`` rows."""
+    generic = recurrence.make_fused_scan(
+        _bind_dims(MLSTMCell.step_fn, dims),
+        forward_only_xla=MLSTMCell.forward_only_xla,
+    )
+    if keras.backend.backend() != "tensorflow":
+        return generic
+    forward, backward = _mlstm_compiled()
+
+    def run(xs_tm, states, weights, forward_only=False):
+        if forward_only:
+            return generic(xs_tm, states, weights, forward_only=True)
+
+        @ops.custom_gradient
+        def _run(proj_tm, h0, c0, w_mh, b_mh, w_m):
+            sg = ops.stop_gradient
+            h_all, c_all, gates_all, a_all, m_all = forward(
+                sg(proj_tm), sg(h0), sg(c0), sg(w_mh), sg(b_mh), sg(w_m)
+            )
+            h_t, c_t = h_all[-1], c_all[-1]
+
+            def grad(*args, upstream=None):
+                if upstream is None:
+                    upstream = args[0] if len(args) == 1 else args
+                d_out, d_ht, d_ct = upstream
+                d_out = recurrence._zeros_if_none(d_out, h_all)
+                d_ht = recurrence._zeros_if_none(d_ht, h_t)
+                d_ct = recurrence._zeros_if_none(d_ct, c_t)
+                dz_all, da_all, dh0, dc0 = backward(
+                    proj_tm,
+                    h0,
+                    c0,
+                    w_mh,
+                    w_m,
+                    c_all,
+                    gates_all,
+                    d_out,
+                    d_ht,
+                    d_ct,
+                )
+                h_units = ops.shape(h0)[-1]
+                m_units = ops.shape(w_mh)[-1]
+                h_prev = ops.concatenate([h0[None], h_all[:-1]], axis=0)
+                h_rows = ops.reshape(h_prev, (-1, h_units))
+                da_rows = ops.reshape(da_all, (-1, m_units))
+                d_w_mh = ops.matmul(ops.transpose(h_rows), da_rows)
+                d_b_mh = ops.sum(da_rows, axis=0)
+                d_w_m = ops.matmul(
+                    ops.transpose(ops.reshape(m_all, (-1, m_units))),
+                    ops.reshape(dz_all, (-1, 4 * h_units)),
+                )
+                # d(W_mx x) = dm * a, dm = dz W_m^T: one product, all steps
+                d_pm = ops.matmul(dz_all, ops.transpose(w_m)) * a_all
+                d_proj = ops.concatenate([d_pm, dz_all], axis=-1)
+                return d_proj, dh0, dc0, d_w_mh, d_b_mh, d_w_m
+
+            return (h_all, h_t, c_t), grad
+
+        h0, c0 = states
+        w_mh, b_mh, w_m = weights
+        ys, h_t, c_t = _run(xs_tm, h0, c0, w_mh, b_mh, w_m)
+        return ys, (h_t, c_t)
+
+    return run
+
+
 @functools.cache
 def _compiled_loop(cell_cls, dims):
+    if cell_cls is MLSTMCell:
+        return _mlstm_scan(dims)
     return recurrence.make_fused_scan(
         _bind_dims(cell_cls.step_fn, dims),
         forward_only_xla=cell_cls.forward_only_xla,
