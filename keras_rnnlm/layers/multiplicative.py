@@ -97,12 +97,13 @@ class MultiplicativeCell(keras.layers.Layer):
     #: Number of state tensors of size ``units`` (h, or h and c).
     num_states = 1
     #: TensorFlow: whether :class:`MultiplicativeRNN`'s forward-only loop
-    #: (evaluation, scoring) is XLA-compiled (``True``) or a plain graph
-    #: ``tf.while_loop`` (``False``). Chosen per cell by measurement, one
-    #: thread, batch 32, 100 steps, paper size: XLA is faster for mRNN
-    #: (11.6 vs 14.6 ms), mGRU (19.0 vs 25.5) and tmGRU (21.7 vs 28.8),
-    #: slower for mLSTM (35.1 vs 26.1; 700/700 units: 221 vs 177) and
-    #: tmLSTM (29.3 vs 26.1). Training loops are always XLA-compiled.
+    #: (evaluation, scoring; it projects each step's input inside the loop)
+    #: is XLA-compiled (``True``) or a plain graph ``tf.while_loop``
+    #: (``False``). Chosen per cell by measurement of the layer, one
+    #: thread, batch 32, 100 steps, paper size, XLA vs plain (the per-step
+    #: Keras loop in brackets): mRNN 22.1 vs 24.8 ms (25.1), mLSTM 25.9 vs
+    #: 30.8 (32.5), tmLSTM 37.0 vs 30.6 (32.4), mGRU 24.0 vs 28.8 (30.5),
+    #: tmGRU 26.5 vs 32.2 (33.2). Training loops are always XLA-compiled.
     forward_only_xla = True
 
     def __init__(
@@ -305,7 +306,6 @@ class MLSTMCell(MultiplicativeCell):
     """
 
     num_states = 2
-    forward_only_xla = False  # see MultiplicativeCell
     step_weight_names = (
         "recurrent_kernel",
         "recurrent_bias",
@@ -634,6 +634,27 @@ def _mlstm_scan(dims):
     return run
 
 
+def _bind_dims_projecting(step_fn, dims):
+    """A step that projects its raw input itself: ``weights`` = (kernel,
+    bias, *step weights)."""
+
+    def step(x, states, weights):
+        projected = ops.matmul(x, weights[0]) + weights[1]
+        return step_fn(projected, states, weights[2:], dims)
+
+    return step
+
+
+@functools.cache
+def _compiled_projecting_loop(cell_cls, dims):
+    """Forward-only loop that projects each step's input inside the loop
+    (see :meth:`MultiplicativeRNN.inner_loop`)."""
+    return recurrence.make_fused_scan(
+        _bind_dims_projecting(cell_cls.step_fn, dims),
+        forward_only_xla=cell_cls.forward_only_xla,
+    )
+
+
 @functools.cache
 def _compiled_loop(cell_cls, dims):
     if cell_cls is MLSTMCell:
@@ -691,16 +712,37 @@ class MultiplicativeRNN(TrackedStateMixin, keras.layers.RNN):
         ):
             return super().inner_loop(sequences, initial_state, mask, training)
         cell = self.cell
-        projected = cell.project_inputs(sequences)
+        inputs_tm = ops.transpose(sequences, (1, 0, 2))
+        if self.forward_only:
+            # No backward pass to feed: each step projects its own input
+            # row, which stays in cache, instead of reading a precomputed
+            # (T, B, kernel columns) tensor (mLSTM paper size: 30 MB).
+            compute_dtype = inputs_tm.dtype
+            weights = tuple(
+                ops.cast(w, compute_dtype)
+                for w in (cell.kernel, cell.bias, *cell.step_weights())
+            )
+            states = tuple(
+                state_snapshot(s, compute_dtype) for s in initial_state
+            )
+            loop = _compiled_projecting_loop(type(cell), cell._dims())
+            outputs_tm, last = loop(
+                inputs_tm, states, weights, forward_only=True
+            )
+            outputs = ops.transpose(outputs_tm, (1, 0, 2))
+            return last[0], outputs, list(last)
+        # Time-major before the projection: transposing the (narrow)
+        # inputs is cheaper than transposing the (wide) projections.
+        projected_tm = cell.project_inputs(inputs_tm)
         states = tuple(
-            state_snapshot(s, projected.dtype) for s in initial_state
+            state_snapshot(s, projected_tm.dtype) for s in initial_state
         )
         weights = tuple(
-            ops.cast(w, projected.dtype) for w in cell.step_weights()
+            ops.cast(w, projected_tm.dtype) for w in cell.step_weights()
         )
         loop = _compiled_loop(type(cell), cell._dims())
         outputs_tm, last = loop(
-            ops.transpose(projected, (1, 0, 2)),
+            projected_tm,
             states,
             weights,
             forward_only=self.forward_only,

@@ -58,10 +58,10 @@ def scan(step, init, xs, reverse=False):
     n = xs[0].shape[0]
     if n is None:
         n = tf.shape(xs[0])[0]
-    xs_ta = [
-        tf.TensorArray(x.dtype, size=n, element_shape=x.shape[1:]).unstack(x)
-        for x in xs
-    ]
+    # Per-step rows are read by indexing (a dynamic slice), not through a
+    # TensorArray: unstacking copies the whole sequence first, which costs
+    # as much as a small model's loop in a plain (non-XLA) graph.
+    xs = tuple(xs)
     _, y_probe = step(init, tuple(x[0] for x in xs))
     ys_ta = tuple(
         tf.TensorArray(y.dtype, size=n, element_shape=y.shape) for y in y_probe
@@ -69,7 +69,7 @@ def scan(step, init, xs, reverse=False):
 
     def body(i, carry, ys_ta):
         t = n - 1 - i if reverse else i
-        new_carry, ys = step(carry, tuple(ta.read(t) for ta in xs_ta))
+        new_carry, ys = step(carry, tuple(tf.gather(x, t) for x in xs))
         for new, old in zip(new_carry, carry):
             new.set_shape(old.shape)  # e.g. a static batch size
         carry = new_carry
