@@ -560,76 +560,179 @@ def _mlstm_compiled():
     )
 
 
-def _mlstm_scan(dims):
-    """The mLSTM loop with a hand-written backward pass (TensorFlow), the
-    same interface as :func:`keras_rnnlm.layers.recurrence.make_fused_scan`
-    (``run(xs_tm, states, weights, forward_only=False)``). The generic
-    loop's backward recomputes every step's forward and vector-Jacobian
-    product, including the weight gradients, inside the loop; here the
-    loop carries ``(dh, dc)`` and does two small products per step, and
-    ``dW_m = sum_t m_t^T dz_t``, ``dW_mh = sum_t h_{t-1}^T da_t`` are one
-    matrix product each over all ``T * B`` rows."""
+def _mlstm_finish(xs_tm, states, weights, saved, d_ys, d_last):
+    """The mLSTM gradients from the saved forward values: the reverse loop,
+    then one product per weight over all steps."""
+    h0, c0 = states
+    w_mh, _, w_m = weights
+    h_all, c_all, gates_all, a_all, m_all = saved
+    _, backward = _mlstm_compiled()
+    dz_all, da_all, dh0, dc0 = backward(
+        xs_tm, h0, c0, w_mh, w_m, c_all, gates_all, d_ys, *d_last
+    )
+    h_rows = _rows(ops.concatenate([h0[None], h_all[:-1]], axis=0))
+    da_rows = _rows(da_all)
+    d_weights = (
+        ops.matmul(ops.transpose(h_rows), da_rows),
+        ops.sum(da_rows, axis=0),
+        ops.matmul(ops.transpose(_rows(m_all)), _rows(dz_all)),
+    )
+    # d(W_mx x) = dm * a with dm = dz W_m^T: one product over all steps.
+    d_pm = ops.matmul(dz_all, ops.transpose(w_m)) * a_all
+    return ops.concatenate([d_pm, dz_all], axis=-1), (dh0, dc0), d_weights
+
+
+def _mgru_forward(proj_tm, h0, w_h, b_h, v_zr, v_h):
+    """mGRU forward loop saving ``(h_all, a_all, m_all, zr_all, u_all)``
+    with ``a = h W_h + b``, ``m = (W_x x) * a``, ``zr`` the gates and
+    ``u = tanh(h~)``."""
+    h_units = ops.shape(h0)[-1]
+    m_units = ops.shape(w_h)[-1]
+
+    def body(carry, xs):
+        (h,), (p,) = carry, xs
+        a = ops.matmul(h, w_h) + b_h
+        m = p[:, :m_units] * a
+        zr = ops.sigmoid(
+            p[:, m_units : 2 * m_units + h_units] + ops.matmul(m, v_zr)
+        )
+        z, r = zr[:, :h_units], zr[:, h_units:]
+        u = ops.tanh(p[:, 2 * m_units + h_units :] + ops.matmul(r * m, v_h))
+        h = (1.0 - z) * h + z * u
+        return (h,), (h, a, m, zr, u)
+
+    _, saved = recurrence.scan(body, (h0,), (proj_tm,))
+    return saved
+
+
+def _mgru_backward(proj_tm, h0, w_h, v_zr, v_h, saved, d_ys, dh_t):
+    """Reverse loop of the mGRU: carries ``dh``; returns the per-step
+    gradients of the pre-activations ``(dzr_all, dcand_all)``, of ``m``
+    and of ``a``, and ``dh0``."""
+    h_units = ops.shape(h0)[-1]
+    m_units = ops.shape(w_h)[-1]
+    h_all, a_all, m_all, zr_all, u_all = saved
+    h_prev_all = ops.concatenate([h0[None], h_all[:-1]], axis=0)
+    w_h_t, v_zr_t, v_h_t = (ops.transpose(w) for w in (w_h, v_zr, v_h))
+
+    def body(carry, xs):
+        (dh_next,) = carry
+        dh_o, h_prev, m, zr, u, p = xs
+        z, r = zr[:, :h_units], zr[:, h_units:]
+        dh = dh_o + dh_next
+        dcand = dh * z * (1.0 - u * u)
+        dq = ops.matmul(dcand, v_h_t)
+        dzr = ops.concatenate(
+            [dh * (u - h_prev) * z * (1.0 - z), dq * m * r * (1.0 - r)],
+            axis=-1,
+        )
+        dm = dq * r + ops.matmul(dzr, v_zr_t)
+        da = dm * p[:, :m_units]
+        dh_prev = dh * (1.0 - z) + ops.matmul(da, w_h_t)
+        return (dh_prev,), (dzr, dcand, dm, da)
+
+    (dh0,), per_step = recurrence.scan(
+        body,
+        (dh_t,),
+        (d_ys, h_prev_all, m_all, zr_all, u_all, proj_tm),
+        reverse=True,
+    )
+    return (*per_step, dh0)
+
+
+def _mgru_finish(xs_tm, states, weights, saved, d_ys, d_last):
+    """The mGRU gradients: the reverse loop, then one product per weight
+    over all steps."""
+    (h0,) = states
+    w_h, _, v_zr, v_h = weights
+    _, backward = _mgru_compiled()
+    dzr_all, dcand_all, dm_all, da_all, dh0 = backward(
+        xs_tm, h0, w_h, v_zr, v_h, saved, d_ys, d_last[0]
+    )
+    h_all, a_all, m_all, zr_all, _ = saved
+    h_units = ops.shape(h0)[-1]
+    h_rows = _rows(ops.concatenate([h0[None], h_all[:-1]], axis=0))
+    q_rows = _rows(zr_all[..., h_units:] * m_all)
+    da_rows = _rows(da_all)
+    d_weights = (
+        ops.matmul(ops.transpose(h_rows), da_rows),
+        ops.sum(da_rows, axis=0),
+        ops.matmul(ops.transpose(_rows(m_all)), _rows(dzr_all)),
+        ops.matmul(ops.transpose(q_rows), _rows(dcand_all)),
+    )
+    d_xs = ops.concatenate([dm_all * a_all, dzr_all, dcand_all], axis=-1)
+    return d_xs, (dh0,), d_weights
+
+
+def _rows(t):
+    """(T, B, N) -> (T * B, N)."""
+    return ops.reshape(t, (-1, ops.shape(t)[-1]))
+
+
+@functools.cache
+def _mgru_compiled():
+    return (
+        recurrence.compile_loop(_mgru_forward),
+        recurrence.compile_loop(_mgru_backward),
+    )
+
+
+#: Cells with a hand-written backward pass on TensorFlow:
+#: ``cell class -> (compiled loops, finish)``, see :func:`_hand_written_scan`.
+_HAND_WRITTEN = {
+    MLSTMCell: (_mlstm_compiled, _mlstm_finish),
+    MGRUCell: (_mgru_compiled, _mgru_finish),
+}
+
+
+def _hand_written_scan(cell_cls, dims):
+    """A cell's loop with a hand-written backward pass (TensorFlow), with
+    the interface of :func:`keras_rnnlm.layers.recurrence.make_fused_scan`
+    (``run(xs_tm, states, weights, forward_only=False)``).
+
+    The generic loop's backward recomputes every step's forward and its
+    vector-Jacobian product, weight gradients included, inside the loop.
+    Here the forward loop saves the gates and intermediate states, the
+    reverse loop carries only the state gradients and does the input-side
+    products, and each weight gradient is then one matrix product over all
+    ``T * B`` rows. Tested against autodiff of the per-step Keras loop.
+    """
     generic = recurrence.make_fused_scan(
-        _bind_dims(MLSTMCell.step_fn, dims),
-        forward_only_xla=MLSTMCell.forward_only_xla,
+        _bind_dims(cell_cls.step_fn, dims),
+        forward_only_xla=cell_cls.forward_only_xla,
     )
     if keras.backend.backend() != "tensorflow":
         return generic
-    forward, backward = _mlstm_compiled()
+    compiled, finish = _HAND_WRITTEN[cell_cls]
 
     def run(xs_tm, states, weights, forward_only=False):
+        states, weights = tuple(states), tuple(weights)
         if forward_only:
             return generic(xs_tm, states, weights, forward_only=True)
+        n_s = len(states)
+        forward = compiled()[0]
 
         @ops.custom_gradient
-        def _run(proj_tm, h0, c0, w_mh, b_mh, w_m):
+        def _run(xs_tm, *flat):
             sg = ops.stop_gradient
-            h_all, c_all, gates_all, a_all, m_all = forward(
-                sg(proj_tm), sg(h0), sg(c0), sg(w_mh), sg(b_mh), sg(w_m)
-            )
-            h_t, c_t = h_all[-1], c_all[-1]
+            saved = forward(*(sg(v) for v in (xs_tm, *flat)))
+            last = tuple(s[-1] for s in saved[:n_s])
 
             def grad(*args, upstream=None):
                 if upstream is None:
                     upstream = args[0] if len(args) == 1 else args
-                d_out, d_ht, d_ct = upstream
-                d_out = recurrence._zeros_if_none(d_out, h_all)
-                d_ht = recurrence._zeros_if_none(d_ht, h_t)
-                d_ct = recurrence._zeros_if_none(d_ct, c_t)
-                dz_all, da_all, dh0, dc0 = backward(
-                    proj_tm,
-                    h0,
-                    c0,
-                    w_mh,
-                    w_m,
-                    c_all,
-                    gates_all,
-                    d_out,
-                    d_ht,
-                    d_ct,
+                d_ys, *d_last = upstream
+                d_ys = recurrence._zeros_if_none(d_ys, saved[0])
+                d_last = recurrence._zeros_for_none(d_last, last)
+                d_xs, d_states, d_weights = finish(
+                    xs_tm, flat[:n_s], flat[n_s:], saved, d_ys, d_last
                 )
-                h_units = ops.shape(h0)[-1]
-                m_units = ops.shape(w_mh)[-1]
-                h_prev = ops.concatenate([h0[None], h_all[:-1]], axis=0)
-                h_rows = ops.reshape(h_prev, (-1, h_units))
-                da_rows = ops.reshape(da_all, (-1, m_units))
-                d_w_mh = ops.matmul(ops.transpose(h_rows), da_rows)
-                d_b_mh = ops.sum(da_rows, axis=0)
-                d_w_m = ops.matmul(
-                    ops.transpose(ops.reshape(m_all, (-1, m_units))),
-                    ops.reshape(dz_all, (-1, 4 * h_units)),
-                )
-                # d(W_mx x) = dm * a, dm = dz W_m^T: one product, all steps
-                d_pm = ops.matmul(dz_all, ops.transpose(w_m)) * a_all
-                d_proj = ops.concatenate([d_pm, dz_all], axis=-1)
-                return d_proj, dh0, dc0, d_w_mh, d_b_mh, d_w_m
+                return (d_xs, *d_states, *d_weights)
 
-            return (h_all, h_t, c_t), grad
+            return (saved[0], *last), grad
 
-        h0, c0 = states
-        w_mh, b_mh, w_m = weights
-        ys, h_t, c_t = _run(xs_tm, h0, c0, w_mh, b_mh, w_m)
-        return ys, (h_t, c_t)
+        ys, *last = _run(xs_tm, *states, *weights)
+        return ys, tuple(last)
 
     return run
 
@@ -657,8 +760,8 @@ def _compiled_projecting_loop(cell_cls, dims):
 
 @functools.cache
 def _compiled_loop(cell_cls, dims):
-    if cell_cls is MLSTMCell:
-        return _mlstm_scan(dims)
+    if cell_cls in _HAND_WRITTEN:
+        return _hand_written_scan(cell_cls, dims)
     return recurrence.make_fused_scan(
         _bind_dims(cell_cls.step_fn, dims),
         forward_only_xla=cell_cls.forward_only_xla,
