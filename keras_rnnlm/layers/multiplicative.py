@@ -664,6 +664,71 @@ def _mgru_finish(xs_tm, states, weights, saved, d_ys, d_last):
     return d_xs, (dh0,), d_weights
 
 
+def _mrnn_forward(proj_tm, h0, w_mh, b_mh, w_hm):
+    """mRNN forward loop saving ``(h_all, a_all, m_all)`` with
+    ``a = h W_mh + b`` and ``m = (W_mx x) * a``."""
+    m_units = ops.shape(w_mh)[-1]
+
+    def body(carry, xs):
+        (h,), (p,) = carry, xs
+        a = ops.matmul(h, w_mh) + b_mh
+        m = p[:, :m_units] * a
+        h = ops.tanh(p[:, m_units:] + ops.matmul(m, w_hm))
+        return (h,), (h, a, m)
+
+    _, saved = recurrence.scan(body, (h0,), (proj_tm,))
+    return saved
+
+
+def _mrnn_backward(proj_tm, h0, w_mh, w_hm, h_all, d_ys, dh_t):
+    """Reverse loop of the mRNN: carries ``dh``; returns the per-step
+    gradients of the pre-activation and of ``a``, and ``dh0``."""
+    m_units = ops.shape(w_mh)[-1]
+    w_mh_t, w_hm_t = ops.transpose(w_mh), ops.transpose(w_hm)
+
+    def body(carry, xs):
+        (dh_next,) = carry
+        dh_o, h, p = xs
+        dpre = (dh_o + dh_next) * (1.0 - h * h)
+        da = ops.matmul(dpre, w_hm_t) * p[:, :m_units]
+        return (ops.matmul(da, w_mh_t),), (dpre, da)
+
+    (dh0,), (dpre_all, da_all) = recurrence.scan(
+        body, (dh_t,), (d_ys, h_all, proj_tm), reverse=True
+    )
+    return dpre_all, da_all, dh0
+
+
+@functools.cache
+def _mrnn_compiled():
+    return (
+        recurrence.compile_loop(_mrnn_forward),
+        recurrence.compile_loop(_mrnn_backward),
+    )
+
+
+def _mrnn_finish(xs_tm, states, weights, saved, d_ys, d_last):
+    """The mRNN gradients: the reverse loop, then one product per weight
+    over all steps."""
+    (h0,) = states
+    w_mh, _, w_hm = weights
+    h_all, a_all, m_all = saved
+    _, backward = _mrnn_compiled()
+    dpre_all, da_all, dh0 = backward(
+        xs_tm, h0, w_mh, w_hm, h_all, d_ys, d_last[0]
+    )
+    h_rows = _rows(ops.concatenate([h0[None], h_all[:-1]], axis=0))
+    da_rows = _rows(da_all)
+    d_weights = (
+        ops.matmul(ops.transpose(h_rows), da_rows),
+        ops.sum(da_rows, axis=0),
+        ops.matmul(ops.transpose(_rows(m_all)), _rows(dpre_all)),
+    )
+    # d(W_mx x) = dm * a with dm = dpre W_hm^T: one product, all steps.
+    d_pm = ops.matmul(dpre_all, ops.transpose(w_hm)) * a_all
+    return ops.concatenate([d_pm, dpre_all], axis=-1), (dh0,), d_weights
+
+
 def _rows(t):
     """(T, B, N) -> (T * B, N)."""
     return ops.reshape(t, (-1, ops.shape(t)[-1]))
@@ -682,6 +747,7 @@ def _mgru_compiled():
 _HAND_WRITTEN = {
     MLSTMCell: (_mlstm_compiled, _mlstm_finish),
     MGRUCell: (_mgru_compiled, _mgru_finish),
+    MRNNCell: (_mrnn_compiled, _mrnn_finish),
 }
 
 
