@@ -729,6 +729,119 @@ def _mrnn_finish(xs_tm, states, weights, saved, d_ys, d_last):
     return ops.concatenate([d_pm, dpre_all], axis=-1), (dh0,), d_weights
 
 
+def _tmgru_forward(proj_tm, h0, w_zrh, b_zrh, v_zr, w_h, b_h, v_h):
+    """True-mGRU forward loop saving ``(h_all, a_zr, m_zr, zr, a_h, m_h,
+    u)`` (``a`` the ``h``-side factors, ``m`` the intermediate states,
+    ``u = tanh(h~)``)."""
+    h_units = ops.shape(h0)[-1]
+    m_units = ops.shape(w_h)[-1]
+
+    def body(carry, xs):
+        (h,), (p,) = carry, xs
+        a_zr = ops.matmul(h, w_zrh) + b_zrh
+        m_zr = p[:, : 2 * m_units] * a_zr
+        px = p[:, 3 * m_units :]
+        zr = ops.sigmoid(px[:, : 2 * h_units] + _block_matmul(m_zr, v_zr))
+        z, r = zr[:, :h_units], zr[:, h_units:]
+        a_h = ops.matmul(r * h, w_h) + b_h
+        m_h = p[:, 2 * m_units : 3 * m_units] * a_h
+        u = ops.tanh(px[:, 2 * h_units :] + ops.matmul(m_h, v_h))
+        h = (1.0 - z) * h + z * u
+        return (h,), (h, a_zr, m_zr, zr, a_h, m_h, u)
+
+    _, saved = recurrence.scan(body, (h0,), (proj_tm,))
+    return saved
+
+
+def _tmgru_backward(proj_tm, h0, w_zrh, v_zr, w_h, v_h, saved, d_ys, dh_t):
+    """Reverse loop of the true mGRU: carries ``dh``; returns the per-step
+    gradients of the gate and candidate pre-activations and of the
+    ``h``-side factors, and ``dh0``."""
+    h_units = ops.shape(h0)[-1]
+    m_units = ops.shape(w_h)[-1]
+    h_all, _, _, zr_all, _, _, u_all = saved
+    h_prev_all = ops.concatenate([h0[None], h_all[:-1]], axis=0)
+    w_zrh_t, w_h_t, v_h_t = (ops.transpose(w) for w in (w_zrh, w_h, v_h))
+    v_zr_t = ops.transpose(v_zr, (0, 2, 1))
+
+    def body(carry, xs):
+        (dh_next,) = carry
+        dh_o, h_prev, zr, u, p = xs
+        z, r = zr[:, :h_units], zr[:, h_units:]
+        dh = dh_o + dh_next
+        dcand = dh * z * (1.0 - u * u)
+        da_h = ops.matmul(dcand, v_h_t) * p[:, 2 * m_units : 3 * m_units]
+        d_rh = ops.matmul(da_h, w_h_t)
+        dzr = ops.concatenate(
+            [
+                dh * (u - h_prev) * z * (1.0 - z),
+                d_rh * h_prev * r * (1.0 - r),
+            ],
+            axis=-1,
+        )
+        da_zr = _block_matmul(dzr, v_zr_t) * p[:, : 2 * m_units]
+        dh_prev = dh * (1.0 - z) + d_rh * r + ops.matmul(da_zr, w_zrh_t)
+        return (dh_prev,), (dzr, dcand, da_zr, da_h)
+
+    (dh0,), per_step = recurrence.scan(
+        body,
+        (dh_t,),
+        (d_ys, h_prev_all, zr_all, u_all, proj_tm),
+        reverse=True,
+    )
+    return (*per_step, dh0)
+
+
+@functools.cache
+def _tmgru_compiled():
+    return (
+        recurrence.compile_loop(_tmgru_forward),
+        recurrence.compile_loop(_tmgru_backward),
+    )
+
+
+def _tmgru_finish(xs_tm, states, weights, saved, d_ys, d_last):
+    """The true-mGRU gradients: the reverse loop, then one product per
+    weight over all steps."""
+    (h0,) = states
+    w_zrh, _, v_zr, w_h, _, v_h = weights
+    _, backward = _tmgru_compiled()
+    dzr_all, dcand_all, da_zr_all, da_h_all, dh0 = backward(
+        xs_tm, h0, w_zrh, v_zr, w_h, v_h, saved, d_ys, d_last[0]
+    )
+    h_all, a_zr_all, m_zr_all, zr_all, a_h_all, m_h_all, _ = saved
+    h_units = ops.shape(h0)[-1]
+    k, m_units, _ = ops.shape(v_zr)
+    h_prev_all = ops.concatenate([h0[None], h_all[:-1]], axis=0)
+    h_rows = _rows(h_prev_all)
+    rh_rows = _rows(zr_all[..., h_units:] * h_prev_all)
+    da_zr_rows, da_h_rows = _rows(da_zr_all), _rows(da_h_all)
+    dzr_rows, dcand_rows = _rows(dzr_all), _rows(dcand_all)
+    d_v_zr = ops.einsum(
+        "rkm,rkn->kmn",
+        ops.reshape(_rows(m_zr_all), (-1, k, m_units)),
+        ops.reshape(dzr_rows, (-1, k, h_units)),
+    )
+    d_weights = (
+        ops.matmul(ops.transpose(h_rows), da_zr_rows),
+        ops.sum(da_zr_rows, axis=0),
+        d_v_zr,
+        ops.matmul(ops.transpose(rh_rows), da_h_rows),
+        ops.sum(da_h_rows, axis=0),
+        ops.matmul(ops.transpose(_rows(m_h_all)), dcand_rows),
+    )
+    # d(W x) = dm * a, dm = (dzr or dcand) V^T: one product, all steps.
+    dm_zr = ops.reshape(
+        _block_matmul(dzr_rows, ops.transpose(v_zr, (0, 2, 1))),
+        ops.shape(a_zr_all),
+    )
+    dm_h = ops.matmul(dcand_all, ops.transpose(v_h))
+    d_xs = ops.concatenate(
+        [dm_zr * a_zr_all, dm_h * a_h_all, dzr_all, dcand_all], axis=-1
+    )
+    return d_xs, (dh0,), d_weights
+
+
 def _rows(t):
     """(T, B, N) -> (T * B, N)."""
     return ops.reshape(t, (-1, ops.shape(t)[-1]))
@@ -748,6 +861,7 @@ _HAND_WRITTEN = {
     MLSTMCell: (_mlstm_compiled, _mlstm_finish),
     MGRUCell: (_mgru_compiled, _mgru_finish),
     MRNNCell: (_mrnn_compiled, _mrnn_finish),
+    TrueMGRUCell: (_tmgru_compiled, _tmgru_finish),
 }
 
 
