@@ -6,8 +6,9 @@ softmax; batch 32, windows of 100 characters, Adam, global clipping,
 stateful) trained and evaluated on random symbols, in:
 
 * ``fused``: the package's :class:`MultiplicativeRNN` (input side hoisted,
-  compiled loop, backward loop recomputing each step's vector-Jacobian
-  product);
+  compiled loop; hand-written backward pass for mRNN, mLSTM, mGRU, true
+  mGRU, a backward loop recomputing each step's vector-Jacobian product
+  for true mLSTM; evaluation forward-only);
 * ``naive``: the same cell in Keras's per-step ``keras.layers.RNN`` loop
   (``fused=False``);
 * ``lstm``: the package's fused LSTM with the same parameter count (240
