@@ -524,24 +524,11 @@ def _mlstm_backward(
     def body(carry, xs):
         dh_next, dc_next = carry
         dh_o, c, c_prev, gates, p = xs
-        i = gates[:, :h_units]
-        f = gates[:, h_units : 2 * h_units]
-        g = gates[:, 2 * h_units : 3 * h_units]
-        o = gates[:, 3 * h_units :]
-        dh = dh_o + dh_next
-        tc = ops.tanh(c)
-        dc = dc_next + dh * o * (1.0 - tc * tc)
-        dz = ops.concatenate(
-            [
-                dc * g * i * (1.0 - i),
-                dc * c_prev * f * (1.0 - f),
-                dc * i * (1.0 - g * g),
-                dh * tc * o * (1.0 - o),
-            ],
-            axis=-1,
+        dz, dc_prev = recurrence.lstm_update_backward(
+            dh_o + dh_next, dc_next, c, c_prev, gates, h_units
         )
         da = ops.matmul(dz, w_m_t) * p[:, :m_units]
-        return (ops.matmul(da, w_mh_t), dc * f), (dz, da)
+        return (ops.matmul(da, w_mh_t), dc_prev), (dz, da)
 
     (dh0, dc0), (dz_all, da_all) = recurrence.scan(
         body,

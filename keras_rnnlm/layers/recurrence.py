@@ -152,6 +152,36 @@ def _lstm_forward_only(proj_tm, h0, c0, recurrent_kernel):
     return h_all, h_t, c_t
 
 
+def lstm_update_backward(dh, dc_next, c, c_prev, gates, units):
+    """Backward of one LSTM state update ``c = f c_prev + i g``,
+    ``h = o tanh(c)`` (gates after activation, Keras order i, f, g, o).
+
+    Args:
+        dh: total gradient reaching ``h``; dc_next: gradient reaching ``c``
+            from the next step.
+
+    Returns:
+        ``(dz, dc_prev)``: the gradient of the pre-activation gates and of
+        the previous cell state.
+    """
+    i = gates[:, :units]
+    f = gates[:, units : 2 * units]
+    g = gates[:, 2 * units : 3 * units]
+    o = gates[:, 3 * units :]
+    tc = ops.tanh(c)
+    dc = dc_next + dh * o * (1.0 - tc * tc)
+    dz = ops.concatenate(
+        [
+            dc * g * i * (1.0 - i),
+            dc * c_prev * f * (1.0 - f),
+            dc * i * (1.0 - g * g),
+            dh * tc * o * (1.0 - o),
+        ],
+        axis=-1,
+    )
+    return dz, dc * f
+
+
 def _lstm_backward(
     h0, c0, recurrent_kernel, h_all, c_all, gates_all, dh_out, dh_t, dc_t
 ):
@@ -168,23 +198,10 @@ def _lstm_backward(
     def step(carry, inputs):
         dh_next, dc_next = carry
         dh_o, c, c_prev, gates = inputs
-        i = gates[:, :units]
-        f = gates[:, units : 2 * units]
-        g = gates[:, 2 * units : 3 * units]
-        o = gates[:, 3 * units :]
-        dh = dh_o + dh_next
-        tc = ops.tanh(c)
-        dc = dc_next + dh * o * (1.0 - tc * tc)
-        dz = ops.concatenate(
-            [
-                dc * g * i * (1.0 - i),
-                dc * c_prev * f * (1.0 - f),
-                dc * i * (1.0 - g * g),
-                dh * tc * o * (1.0 - o),
-            ],
-            axis=-1,
+        dz, dc_prev = lstm_update_backward(
+            dh_o + dh_next, dc_next, c, c_prev, gates, units
         )
-        return (ops.matmul(dz, rk_t), dc * f), (dz,)
+        return (ops.matmul(dz, rk_t), dc_prev), (dz,)
 
     (dh0, dc0), (dz_all,) = scan(
         step,
