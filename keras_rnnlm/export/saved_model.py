@@ -175,18 +175,17 @@ class _Graph:
             step = tf.where(t <= limit, size, step)
         return (t + step - 1) // step * step
 
-    def zero_states(self, batch):
+    def initial_states(self, batch):
         """The layers' initial states (zeros except, e.g., a multi-cell
         LSTM's distinct initial cells), tiled to ``batch``."""
         tf = self.tf
-        out = []
-        for value in self.inference.initial_values:
-            shape = tf.concat([[batch], list(value.shape)], 0)
-            if not value.any():
-                out.append(tf.zeros(shape, tf.float32))
-            else:
-                out.append(tf.broadcast_to(tf.constant(value[None]), shape))
-        return out
+        return [
+            tf.broadcast_to(
+                tf.constant(value[None]),
+                tf.concat([[batch], list(value.shape)], 0),
+            )
+            for value in self.inference.initial_values
+        ]
 
     def score_ragged(self, ids, oov, strings=None):
         """Scores ragged id rows with bos/eos; returns the output dict."""
@@ -202,7 +201,9 @@ class _Graph:
         shape = tf.stack([batch, padded_t])
         x = inputs.to_tensor(0, shape=shape)
         y = targets.to_tensor(0, shape=shape)
-        ln, _ = token_log_probs(self.inference, x, y, self.zero_states(batch))
+        ln, _ = token_log_probs(
+            self.inference, x, y, self.initial_states(batch)
+        )
         ln = ln[:, :t]
         mask = tf.sequence_mask(lengths, t)
         oov_dense = tf.concat([oov, tf.cast(col, tf.bool)], 1).to_tensor(
@@ -277,7 +278,7 @@ class _Graph:
         x = tf.concat([col, ids], axis=1)
         last = tf.cast(x.row_lengths(), tf.int32) - 1
         x = x.to_tensor(0)
-        logits, _ = self.inference(x, self.zero_states(batch))
+        logits, _ = self.inference(x, self.initial_states(batch))
         logits = tf.gather(logits, last, axis=1, batch_dims=1)
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
         top = tf.math.top_k(log_probs, k=self.top_k)
@@ -291,7 +292,7 @@ class _Graph:
     def initial_state(self, inputs):
         tf = self.tf
         batch = tf.cast(inputs["batch_size"], tf.int32)
-        out = dict(zip(self.inference.state_names, self.zero_states(batch)))
+        out = dict(zip(self.inference.state_names, self.initial_states(batch)))
         bos = self.bos_id if self.bos_id is not None else 0
         out["bos_ids"] = tf.fill(tf.reshape(batch, [1]), bos)
         return out

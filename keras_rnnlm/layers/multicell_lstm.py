@@ -256,7 +256,7 @@ def _mc_backward(
     """
     num_cells = spec[1]
     units = h0.shape[-1]
-    c_prev_all = ops.concatenate([c0[None], c_all[:-1]], axis=0)
+    c_prev_all = recurrence.shift_in(c0, c_all)
     rk_t = ops.transpose(weights[0])
     learnable = spec[0] == "learnable_max"
 
@@ -356,7 +356,7 @@ def multicell_recurrence(xs_tm, h0, c0, weights, spec):
                 xs_tm, h0, c0, weights, h_all, c_all, z_all, d_out, d_ht, d_ct
             )
             units = h0.shape[-1]
-            h_prev = ops.concatenate([h0[None], h_all[:-1]], axis=0)
+            h_prev = recurrence.shift_in(h0, h_all)
             d_rk = ops.matmul(
                 ops.transpose(ops.reshape(h_prev, (-1, units))),
                 ops.reshape(dz_all, (-1, 4 * units)),

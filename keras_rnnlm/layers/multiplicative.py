@@ -178,7 +178,7 @@ class MultiplicativeCell(keras.layers.Layer):
 
     def project_inputs(self, inputs):
         """Input side ``x @ kernel + bias`` (any leading dimensions)."""
-        return ops.matmul(inputs, self.kernel) + self.bias
+        return _project(inputs, self.kernel, self.bias)
 
     def step(self, projected, states, weights):
         """One time step from the projected input.
@@ -243,14 +243,9 @@ def _value(x):
     return x.value if isinstance(x, keras.Variable) else x
 
 
-def _lstm_update(z, c, h_units):
-    """Keras gate order (i, f, c, o) pre-activations -> (h', c')."""
-    i = ops.sigmoid(z[:, :h_units])
-    f = ops.sigmoid(z[:, h_units : 2 * h_units])
-    u = ops.tanh(z[:, 2 * h_units : 3 * h_units])
-    o = ops.sigmoid(z[:, 3 * h_units :])
-    c = f * c + i * u
-    return o * ops.tanh(c), c
+def _project(x, kernel, bias):
+    """The input side ``x @ kernel + bias`` (any leading dimensions)."""
+    return ops.matmul(x, kernel) + bias
 
 
 def _block_matmul(m, blocks):
@@ -329,7 +324,7 @@ class MLSTMCell(MultiplicativeCell):
         w_mh, b_mh, w_m = weights
         m = projected[:, :m_units] * (ops.matmul(h, w_mh) + b_mh)
         z = projected[:, m_units:] + ops.matmul(m, w_m)
-        h, c = _lstm_update(z, c, h_units)
+        h, c, _ = recurrence.lstm_update(z, c, h_units)
         return h, (h, c)
 
 
@@ -369,7 +364,7 @@ class TrueMLSTMCell(MultiplicativeCell):
         w_h, b_h, v = weights
         m = projected[:, : 4 * m_units] * (ops.matmul(h, w_h) + b_h)
         z = projected[:, 4 * m_units :] + _block_matmul(m, v)
-        h, c = _lstm_update(z, c, h_units)
+        h, c, _ = recurrence.lstm_update(z, c, h_units)
         return h, (h, c)
 
 
@@ -483,35 +478,52 @@ def _bind_dims(step_fn, dims):
     return step
 
 
+def _rows(t):
+    """(T, B, N) -> (T * B, N)."""
+    return ops.reshape(t, (-1, ops.shape(t)[-1]))
+
+
+def _outer_sum(a_all, b_all):
+    """``sum_t a_t^T b_t`` over all steps and rows: one matrix product."""
+    return ops.matmul(ops.transpose(_rows(a_all)), _rows(b_all))
+
+
 def _inter(m, w):
     """``m V``: a dense (M, N) matrix, or block-diagonal (K, M, N) blocks
-    (the true mLSTM's one intermediate state per gate)."""
+    (one intermediate state per gate, as in the true mLSTM / mGRU)."""
     return _block_matmul(m, w) if len(w.shape) == 3 else ops.matmul(m, w)
 
 
 def _inter_t(dz, w):
-    """``dz V^T`` for :func:`_inter`'s ``V``."""
+    """``dz V^T`` for :func:`_inter`'s ``V`` (any leading dimensions)."""
     if len(w.shape) == 3:
-        return _block_matmul(dz, ops.transpose(w, (0, 2, 1)))
+        out = _block_matmul(_rows(dz), ops.transpose(w, (0, 2, 1)))
+        return ops.reshape(out, (*ops.shape(dz)[:-1], -1))
     return ops.matmul(dz, ops.transpose(w))
 
 
-def _inter_grad(m_rows, dz_rows, w):
-    """Gradient of :func:`_inter`'s ``V`` summed over all rows."""
+def _inter_grad(m_all, dz_all, w):
+    """Gradient of :func:`_inter`'s ``V`` summed over all steps and rows."""
     if len(w.shape) == 3:
         k, mm, n = w.shape
         return ops.einsum(
             "rkm,rkn->kmn",
-            ops.reshape(m_rows, (-1, k, mm)),
-            ops.reshape(dz_rows, (-1, k, n)),
+            ops.reshape(m_all, (-1, k, mm)),
+            ops.reshape(dz_all, (-1, k, n)),
         )
-    return ops.matmul(ops.transpose(m_rows), dz_rows)
+    return _outer_sum(m_all, dz_all)
+
+
+# Hand-written backward passes (TensorFlow). For each cell: a forward loop
+# saving the gates and intermediate states, a reverse loop carrying only
+# the state gradients, and a ``finish`` turning the per-step gradients into
+# the gradients of the projected inputs, the initial states and the
+# weights (one product per weight over all steps). ``a`` is a cell's
+# h-side factor ``h W + b``, ``m = (W x) * a`` its intermediate state.
 
 
 def _mlstm_forward(proj_tm, h0, c0, w_mh, b_mh, w_m):
-    """mLSTM forward loop saving what :func:`_mlstm_backward` reads:
-    ``(h_all, c_all, gates_all, a_all, m_all)`` with ``a = h W_mh + b``
-    and ``m = (W_mx x) * a``."""
+    """Saves ``(h_all, c_all, gates_all, a_all, m_all)``."""
     h_units = ops.shape(h0)[-1]
     m_units = ops.shape(w_mh)[-1]
 
@@ -519,30 +531,19 @@ def _mlstm_forward(proj_tm, h0, c0, w_mh, b_mh, w_m):
         (h, c), (p,) = carry, xs
         a = ops.matmul(h, w_mh) + b_mh
         m = p[:, :m_units] * a
-        z = p[:, m_units:] + _inter(m, w_m)
-        i = ops.sigmoid(z[:, :h_units])
-        f = ops.sigmoid(z[:, h_units : 2 * h_units])
-        g = ops.tanh(z[:, 2 * h_units : 3 * h_units])
-        o = ops.sigmoid(z[:, 3 * h_units :])
-        c = f * c + i * g
-        h = o * ops.tanh(c)
-        gates = ops.concatenate([i, f, g, o], axis=-1)
-        return (h, c), (h, c, gates, a, m)
+        h, c, gates = recurrence.lstm_update(
+            p[:, m_units:] + _inter(m, w_m), c, h_units
+        )
+        return (h, c), (h, c, ops.concatenate(gates, axis=-1), a, m)
 
-    _, saved = recurrence.scan(body, (h0, c0), (proj_tm,))
-    return saved
+    return recurrence.scan(body, (h0, c0), (proj_tm,))[1]
 
 
-def _mlstm_backward(
-    proj_tm, h0, c0, w_mh, w_m, c_all, gates_all, dh_out, dh_t, dc_t
-):
-    """Reverse loop of the mLSTM: carries ``(dh, dc)``; per step only the
-    two input-side products ``dz W_m^T`` and ``da W_mh^T``. Returns
-    ``(dz_all, da_all, dh0, dc0)``; the weight gradients are then one
-    matrix product each over all steps (see :func:`_mlstm_scan`)."""
+def _mlstm_backward(proj_tm, h0, c0, w_mh, w_m, saved, d_ys, dh_t, dc_t):
+    """Carries ``(dh, dc)``; returns ``(dz_all, da_all, dh0, dc0)``."""
     h_units = ops.shape(h0)[-1]
     m_units = ops.shape(w_mh)[-1]
-    c_prev_all = ops.concatenate([c0[None], c_all[:-1]], axis=0)
+    _, c_all, gates_all, _, _ = saved
     w_mh_t = ops.transpose(w_mh)
 
     def body(carry, xs):
@@ -554,49 +555,34 @@ def _mlstm_backward(
         da = _inter_t(dz, w_m) * p[:, :m_units]
         return (ops.matmul(da, w_mh_t), dc_prev), (dz, da)
 
+    c_prev_all = recurrence.shift_in(c0, c_all)
     (dh0, dc0), (dz_all, da_all) = recurrence.scan(
         body,
         (dh_t, dc_t),
-        (dh_out, c_all, c_prev_all, gates_all, proj_tm),
+        (d_ys, c_all, c_prev_all, gates_all, proj_tm),
         reverse=True,
     )
     return dz_all, da_all, dh0, dc0
 
 
-@functools.cache
-def _mlstm_compiled():
-    return (
-        recurrence.compile_loop(_mlstm_forward),
-        recurrence.compile_loop(_mlstm_backward),
-    )
-
-
-def _mlstm_finish(xs_tm, states, weights, saved, d_ys, d_last):
-    """The mLSTM gradients from the saved forward values: the reverse loop,
-    then one product per weight over all steps."""
+def _mlstm_finish(backward, xs_tm, states, weights, saved, d_ys, d_last):
     h0, c0 = states
     w_mh, _, w_m = weights
-    h_all, c_all, gates_all, a_all, m_all = saved
-    _, backward = _mlstm_compiled()
+    h_all, _, _, a_all, m_all = saved
     dz_all, da_all, dh0, dc0 = backward(
-        xs_tm, h0, c0, w_mh, w_m, c_all, gates_all, d_ys, *d_last
+        xs_tm, h0, c0, w_mh, w_m, saved, d_ys, *d_last
     )
-    h_rows = _rows(ops.concatenate([h0[None], h_all[:-1]], axis=0))
-    da_rows = _rows(da_all)
     d_weights = (
-        ops.matmul(ops.transpose(h_rows), da_rows),
-        ops.sum(da_rows, axis=0),
-        _inter_grad(_rows(m_all), _rows(dz_all), w_m),
+        _outer_sum(recurrence.shift_in(h0, h_all), da_all),
+        ops.sum(_rows(da_all), axis=0),
+        _inter_grad(m_all, dz_all, w_m),
     )
-    # d(W_mx x) = dm * a with dm = dz W_m^T: one product over all steps.
-    d_pm = ops.reshape(_inter_t(_rows(dz_all), w_m), ops.shape(a_all)) * a_all
+    d_pm = _inter_t(dz_all, w_m) * a_all  # d(W_mx x) = dm * a
     return ops.concatenate([d_pm, dz_all], axis=-1), (dh0, dc0), d_weights
 
 
 def _mgru_forward(proj_tm, h0, w_h, b_h, v_zr, v_h):
-    """mGRU forward loop saving ``(h_all, a_all, m_all, zr_all, u_all)``
-    with ``a = h W_h + b``, ``m = (W_x x) * a``, ``zr`` the gates and
-    ``u = tanh(h~)``."""
+    """Saves ``(h_all, a_all, m_all, zr_all, u_all)``, ``u = tanh(h~)``."""
     h_units = ops.shape(h0)[-1]
     m_units = ops.shape(w_h)[-1]
 
@@ -612,18 +598,15 @@ def _mgru_forward(proj_tm, h0, w_h, b_h, v_zr, v_h):
         h = (1.0 - z) * h + z * u
         return (h,), (h, a, m, zr, u)
 
-    _, saved = recurrence.scan(body, (h0,), (proj_tm,))
-    return saved
+    return recurrence.scan(body, (h0,), (proj_tm,))[1]
 
 
 def _mgru_backward(proj_tm, h0, w_h, v_zr, v_h, saved, d_ys, dh_t):
-    """Reverse loop of the mGRU: carries ``dh``; returns the per-step
-    gradients of the pre-activations ``(dzr_all, dcand_all)``, of ``m``
-    and of ``a``, and ``dh0``."""
+    """Carries ``dh``; returns ``(dzr_all, dcand_all, dm_all, da_all,
+    dh0)``."""
     h_units = ops.shape(h0)[-1]
     m_units = ops.shape(w_h)[-1]
-    h_all, a_all, m_all, zr_all, u_all = saved
-    h_prev_all = ops.concatenate([h0[None], h_all[:-1]], axis=0)
+    h_all, _, m_all, zr_all, u_all = saved
     w_h_t, v_zr_t, v_h_t = (ops.transpose(w) for w in (w_h, v_zr, v_h))
 
     def body(carry, xs):
@@ -645,39 +628,32 @@ def _mgru_backward(proj_tm, h0, w_h, v_zr, v_h, saved, d_ys, dh_t):
     (dh0,), per_step = recurrence.scan(
         body,
         (dh_t,),
-        (d_ys, h_prev_all, m_all, zr_all, u_all, proj_tm),
+        (d_ys, recurrence.shift_in(h0, h_all), m_all, zr_all, u_all, proj_tm),
         reverse=True,
     )
     return (*per_step, dh0)
 
 
-def _mgru_finish(xs_tm, states, weights, saved, d_ys, d_last):
-    """The mGRU gradients: the reverse loop, then one product per weight
-    over all steps."""
+def _mgru_finish(backward, xs_tm, states, weights, saved, d_ys, d_last):
     (h0,) = states
     w_h, _, v_zr, v_h = weights
-    _, backward = _mgru_compiled()
+    h_all, a_all, m_all, zr_all, _ = saved
     dzr_all, dcand_all, dm_all, da_all, dh0 = backward(
         xs_tm, h0, w_h, v_zr, v_h, saved, d_ys, d_last[0]
     )
-    h_all, a_all, m_all, zr_all, _ = saved
-    h_units = ops.shape(h0)[-1]
-    h_rows = _rows(ops.concatenate([h0[None], h_all[:-1]], axis=0))
-    q_rows = _rows(zr_all[..., h_units:] * m_all)
-    da_rows = _rows(da_all)
+    r_all = zr_all[..., ops.shape(h0)[-1] :]
     d_weights = (
-        ops.matmul(ops.transpose(h_rows), da_rows),
-        ops.sum(da_rows, axis=0),
-        ops.matmul(ops.transpose(_rows(m_all)), _rows(dzr_all)),
-        ops.matmul(ops.transpose(q_rows), _rows(dcand_all)),
+        _outer_sum(recurrence.shift_in(h0, h_all), da_all),
+        ops.sum(_rows(da_all), axis=0),
+        _outer_sum(m_all, dzr_all),
+        _outer_sum(r_all * m_all, dcand_all),
     )
     d_xs = ops.concatenate([dm_all * a_all, dzr_all, dcand_all], axis=-1)
     return d_xs, (dh0,), d_weights
 
 
 def _mrnn_forward(proj_tm, h0, w_mh, b_mh, w_hm):
-    """mRNN forward loop saving ``(h_all, a_all, m_all)`` with
-    ``a = h W_mh + b`` and ``m = (W_mx x) * a``."""
+    """Saves ``(h_all, a_all, m_all)``."""
     m_units = ops.shape(w_mh)[-1]
 
     def body(carry, xs):
@@ -687,13 +663,11 @@ def _mrnn_forward(proj_tm, h0, w_mh, b_mh, w_hm):
         h = ops.tanh(p[:, m_units:] + ops.matmul(m, w_hm))
         return (h,), (h, a, m)
 
-    _, saved = recurrence.scan(body, (h0,), (proj_tm,))
-    return saved
+    return recurrence.scan(body, (h0,), (proj_tm,))[1]
 
 
-def _mrnn_backward(proj_tm, h0, w_mh, w_hm, h_all, d_ys, dh_t):
-    """Reverse loop of the mRNN: carries ``dh``; returns the per-step
-    gradients of the pre-activation and of ``a``, and ``dh0``."""
+def _mrnn_backward(proj_tm, h0, w_mh, w_hm, saved, d_ys, dh_t):
+    """Carries ``dh``; returns ``(dpre_all, da_all, dh0)``."""
     m_units = ops.shape(w_mh)[-1]
     w_mh_t, w_hm_t = ops.transpose(w_mh), ops.transpose(w_hm)
 
@@ -705,45 +679,29 @@ def _mrnn_backward(proj_tm, h0, w_mh, w_hm, h_all, d_ys, dh_t):
         return (ops.matmul(da, w_mh_t),), (dpre, da)
 
     (dh0,), (dpre_all, da_all) = recurrence.scan(
-        body, (dh_t,), (d_ys, h_all, proj_tm), reverse=True
+        body, (dh_t,), (d_ys, saved[0], proj_tm), reverse=True
     )
     return dpre_all, da_all, dh0
 
 
-@functools.cache
-def _mrnn_compiled():
-    return (
-        recurrence.compile_loop(_mrnn_forward),
-        recurrence.compile_loop(_mrnn_backward),
-    )
-
-
-def _mrnn_finish(xs_tm, states, weights, saved, d_ys, d_last):
-    """The mRNN gradients: the reverse loop, then one product per weight
-    over all steps."""
+def _mrnn_finish(backward, xs_tm, states, weights, saved, d_ys, d_last):
     (h0,) = states
     w_mh, _, w_hm = weights
     h_all, a_all, m_all = saved
-    _, backward = _mrnn_compiled()
     dpre_all, da_all, dh0 = backward(
-        xs_tm, h0, w_mh, w_hm, h_all, d_ys, d_last[0]
+        xs_tm, h0, w_mh, w_hm, saved, d_ys, d_last[0]
     )
-    h_rows = _rows(ops.concatenate([h0[None], h_all[:-1]], axis=0))
-    da_rows = _rows(da_all)
     d_weights = (
-        ops.matmul(ops.transpose(h_rows), da_rows),
-        ops.sum(da_rows, axis=0),
-        ops.matmul(ops.transpose(_rows(m_all)), _rows(dpre_all)),
+        _outer_sum(recurrence.shift_in(h0, h_all), da_all),
+        ops.sum(_rows(da_all), axis=0),
+        _outer_sum(m_all, dpre_all),
     )
-    # d(W_mx x) = dm * a with dm = dpre W_hm^T: one product, all steps.
-    d_pm = ops.matmul(dpre_all, ops.transpose(w_hm)) * a_all
+    d_pm = _inter_t(dpre_all, w_hm) * a_all  # d(W_mx x) = dm * a
     return ops.concatenate([d_pm, dpre_all], axis=-1), (dh0,), d_weights
 
 
 def _tmgru_forward(proj_tm, h0, w_zrh, b_zrh, v_zr, w_h, b_h, v_h):
-    """True-mGRU forward loop saving ``(h_all, a_zr, m_zr, zr, a_h, m_h,
-    u)`` (``a`` the ``h``-side factors, ``m`` the intermediate states,
-    ``u = tanh(h~)``)."""
+    """Saves ``(h_all, a_zr, m_zr, zr, a_h, m_h, u)``."""
     h_units = ops.shape(h0)[-1]
     m_units = ops.shape(w_h)[-1]
 
@@ -752,7 +710,7 @@ def _tmgru_forward(proj_tm, h0, w_zrh, b_zrh, v_zr, w_h, b_h, v_h):
         a_zr = ops.matmul(h, w_zrh) + b_zrh
         m_zr = p[:, : 2 * m_units] * a_zr
         px = p[:, 3 * m_units :]
-        zr = ops.sigmoid(px[:, : 2 * h_units] + _block_matmul(m_zr, v_zr))
+        zr = ops.sigmoid(px[:, : 2 * h_units] + _inter(m_zr, v_zr))
         z, r = zr[:, :h_units], zr[:, h_units:]
         a_h = ops.matmul(r * h, w_h) + b_h
         m_h = p[:, 2 * m_units : 3 * m_units] * a_h
@@ -760,18 +718,15 @@ def _tmgru_forward(proj_tm, h0, w_zrh, b_zrh, v_zr, w_h, b_h, v_h):
         h = (1.0 - z) * h + z * u
         return (h,), (h, a_zr, m_zr, zr, a_h, m_h, u)
 
-    _, saved = recurrence.scan(body, (h0,), (proj_tm,))
-    return saved
+    return recurrence.scan(body, (h0,), (proj_tm,))[1]
 
 
 def _tmgru_backward(proj_tm, h0, w_zrh, v_zr, w_h, v_h, saved, d_ys, dh_t):
-    """Reverse loop of the true mGRU: carries ``dh``; returns the per-step
-    gradients of the gate and candidate pre-activations and of the
-    ``h``-side factors, and ``dh0``."""
+    """Carries ``dh``; returns ``(dzr_all, dcand_all, da_zr_all,
+    da_h_all, dh0)``."""
     h_units = ops.shape(h0)[-1]
     m_units = ops.shape(w_h)[-1]
     h_all, _, _, zr_all, _, _, u_all = saved
-    h_prev_all = ops.concatenate([h0[None], h_all[:-1]], axis=0)
     w_zrh_t, w_h_t, v_h_t = (ops.transpose(w) for w in (w_zrh, w_h, v_h))
 
     def body(carry, xs):
@@ -796,106 +751,77 @@ def _tmgru_backward(proj_tm, h0, w_zrh, v_zr, w_h, v_h, saved, d_ys, dh_t):
     (dh0,), per_step = recurrence.scan(
         body,
         (dh_t,),
-        (d_ys, h_prev_all, zr_all, u_all, proj_tm),
+        (d_ys, recurrence.shift_in(h0, h_all), zr_all, u_all, proj_tm),
         reverse=True,
     )
     return (*per_step, dh0)
 
 
-@functools.cache
-def _tmgru_compiled():
-    return (
-        recurrence.compile_loop(_tmgru_forward),
-        recurrence.compile_loop(_tmgru_backward),
-    )
-
-
-def _tmgru_finish(xs_tm, states, weights, saved, d_ys, d_last):
-    """The true-mGRU gradients: the reverse loop, then one product per
-    weight over all steps."""
+def _tmgru_finish(backward, xs_tm, states, weights, saved, d_ys, d_last):
     (h0,) = states
     w_zrh, _, v_zr, w_h, _, v_h = weights
-    _, backward = _tmgru_compiled()
+    h_all, a_zr_all, m_zr_all, zr_all, a_h_all, m_h_all, _ = saved
     dzr_all, dcand_all, da_zr_all, da_h_all, dh0 = backward(
         xs_tm, h0, w_zrh, v_zr, w_h, v_h, saved, d_ys, d_last[0]
     )
-    h_all, a_zr_all, m_zr_all, zr_all, a_h_all, m_h_all, _ = saved
-    h_units = ops.shape(h0)[-1]
-    h_prev_all = ops.concatenate([h0[None], h_all[:-1]], axis=0)
-    h_rows = _rows(h_prev_all)
-    rh_rows = _rows(zr_all[..., h_units:] * h_prev_all)
-    da_zr_rows, da_h_rows = _rows(da_zr_all), _rows(da_h_all)
-    dzr_rows, dcand_rows = _rows(dzr_all), _rows(dcand_all)
-    d_v_zr = _inter_grad(_rows(m_zr_all), dzr_rows, v_zr)
+    h_prev_all = recurrence.shift_in(h0, h_all)
+    r_all = zr_all[..., ops.shape(h0)[-1] :]
     d_weights = (
-        ops.matmul(ops.transpose(h_rows), da_zr_rows),
-        ops.sum(da_zr_rows, axis=0),
-        d_v_zr,
-        ops.matmul(ops.transpose(rh_rows), da_h_rows),
-        ops.sum(da_h_rows, axis=0),
-        ops.matmul(ops.transpose(_rows(m_h_all)), dcand_rows),
+        _outer_sum(h_prev_all, da_zr_all),
+        ops.sum(_rows(da_zr_all), axis=0),
+        _inter_grad(m_zr_all, dzr_all, v_zr),
+        _outer_sum(r_all * h_prev_all, da_h_all),
+        ops.sum(_rows(da_h_all), axis=0),
+        _outer_sum(m_h_all, dcand_all),
     )
-    # d(W x) = dm * a, dm = (dzr or dcand) V^T: one product, all steps.
-    dm_zr = ops.reshape(_inter_t(dzr_rows, v_zr), ops.shape(a_zr_all))
-    dm_h = ops.matmul(dcand_all, ops.transpose(v_h))
     d_xs = ops.concatenate(
-        [dm_zr * a_zr_all, dm_h * a_h_all, dzr_all, dcand_all], axis=-1
+        [
+            _inter_t(dzr_all, v_zr) * a_zr_all,
+            _inter_t(dcand_all, v_h) * a_h_all,
+            dzr_all,
+            dcand_all,
+        ],
+        axis=-1,
     )
     return d_xs, (dh0,), d_weights
 
 
-def _rows(t):
-    """(T, B, N) -> (T * B, N)."""
-    return ops.reshape(t, (-1, ops.shape(t)[-1]))
-
-
-@functools.cache
-def _mgru_compiled():
-    return (
-        recurrence.compile_loop(_mgru_forward),
-        recurrence.compile_loop(_mgru_backward),
-    )
-
-
-#: Cells with a hand-written backward pass on TensorFlow:
-#: ``cell class -> (compiled loops, finish)``, see :func:`_hand_written_scan`.
+#: Cells with a hand-written backward pass on TensorFlow: ``cell class ->
+#: (forward loop, reverse loop, finish)``, see :func:`_hand_written_scan`.
+#: TrueMLSTMCell works with the mLSTM's three (its blocks go through
+#: ``_inter*``) but measured no faster than the generic loop (17.2k vs
+#: 18.6k char/s, paper size, one thread), so it is not listed.
 _HAND_WRITTEN = {
-    MLSTMCell: (_mlstm_compiled, _mlstm_finish),
-    MGRUCell: (_mgru_compiled, _mgru_finish),
-    MRNNCell: (_mrnn_compiled, _mrnn_finish),
-    TrueMGRUCell: (_tmgru_compiled, _tmgru_finish),
-    # TrueMLSTMCell works with (_mlstm_compiled, _mlstm_finish) too (its
-    # blocks go through _inter*), but measured no faster than the generic
-    # loop (17.2k vs 18.6k char/s, paper size, 1 thread): not registered.
+    MRNNCell: (_mrnn_forward, _mrnn_backward, _mrnn_finish),
+    MLSTMCell: (_mlstm_forward, _mlstm_backward, _mlstm_finish),
+    MGRUCell: (_mgru_forward, _mgru_backward, _mgru_finish),
+    TrueMGRUCell: (_tmgru_forward, _tmgru_backward, _tmgru_finish),
 }
 
 
-def _hand_written_scan(cell_cls, dims):
-    """A cell's loop with a hand-written backward pass (TensorFlow), with
-    the interface of :func:`keras_rnnlm.layers.recurrence.make_fused_scan`
-    (``run(xs_tm, states, weights, forward_only=False)``).
+@functools.cache
+def _compiled_pair(forward, backward):
+    return recurrence.compile_loop(forward), recurrence.compile_loop(backward)
 
-    The generic loop's backward recomputes every step's forward and its
-    vector-Jacobian product, weight gradients included, inside the loop.
-    Here the forward loop saves the gates and intermediate states, the
-    reverse loop carries only the state gradients and does the input-side
-    products, and each weight gradient is then one matrix product over all
-    ``T * B`` rows. Tested against autodiff of the per-step Keras loop.
+
+def _hand_written_scan(cell_cls):
+    """A cell's training loop with a hand-written backward pass
+    (TensorFlow): ``run(xs_tm, states, weights) -> (ys_tm, last_states)``,
+    differentiable with respect to all three.
+
+    The generic loop's backward (:func:`recurrence.make_fused_scan`)
+    recomputes every step's forward and its vector-Jacobian product,
+    weight gradients included, inside the loop. Here the forward loop
+    saves the gates and intermediate states, the reverse loop carries only
+    the state gradients and does the input-side products, and each weight
+    gradient is then one matrix product over all ``T * B`` rows. Tested
+    against autodiff of the per-step Keras loop.
     """
-    generic = recurrence.make_fused_scan(
-        _bind_dims(cell_cls.step_fn, dims),
-        forward_only_xla=cell_cls.forward_only_xla,
-    )
-    if keras.backend.backend() != "tensorflow":
-        return generic
-    compiled, finish = _HAND_WRITTEN[cell_cls]
+    forward_fn, backward_fn, finish = _HAND_WRITTEN[cell_cls]
+    forward, backward = _compiled_pair(forward_fn, backward_fn)
 
-    def run(xs_tm, states, weights, forward_only=False):
-        states, weights = tuple(states), tuple(weights)
-        if forward_only:
-            return generic(xs_tm, states, weights, forward_only=True)
+    def run(xs_tm, states, weights):
         n_s = len(states)
-        forward = compiled()[0]
 
         @ops.custom_gradient
         def _run(xs_tm, *flat):
@@ -910,7 +836,13 @@ def _hand_written_scan(cell_cls, dims):
                 d_ys = recurrence._zeros_if_none(d_ys, saved[0])
                 d_last = recurrence._zeros_for_none(d_last, last)
                 d_xs, d_states, d_weights = finish(
-                    xs_tm, flat[:n_s], flat[n_s:], saved, d_ys, d_last
+                    backward,
+                    xs_tm,
+                    flat[:n_s],
+                    flat[n_s:],
+                    saved,
+                    d_ys,
+                    d_last,
                 )
                 return (d_xs, *d_states, *d_weights)
 
@@ -922,35 +854,37 @@ def _hand_written_scan(cell_cls, dims):
     return run
 
 
-def _bind_dims_projecting(step_fn, dims):
-    """A step that projects its raw input itself: ``weights`` = (kernel,
-    bias, *step weights)."""
+def _projecting(step_fn, dims):
+    """A step that projects its raw input itself (``weights`` = kernel,
+    bias, step weights): what the forward-only loop runs."""
 
     def step(x, states, weights):
-        projected = ops.matmul(x, weights[0]) + weights[1]
-        return step_fn(projected, states, weights[2:], dims)
+        return step_fn(_project(x, *weights[:2]), states, weights[2:], dims)
 
     return step
 
 
 @functools.cache
-def _compiled_projecting_loop(cell_cls, dims):
-    """Forward-only loop that projects each step's input inside the loop
-    (see :meth:`MultiplicativeRNN.inner_loop`)."""
-    return recurrence.make_fused_scan(
-        _bind_dims_projecting(cell_cls.step_fn, dims),
-        forward_only_xla=cell_cls.forward_only_xla,
-    )
+def _compiled_loop(cell_cls, dims, forward_only):
+    """The loop :meth:`MultiplicativeRNN.inner_loop` runs: ``run(xs_tm,
+    states, weights) -> (ys_tm, last_states)``.
 
-
-@functools.cache
-def _compiled_loop(cell_cls, dims):
-    if cell_cls in _HAND_WRITTEN:
-        return _hand_written_scan(cell_cls, dims)
-    return recurrence.make_fused_scan(
-        _bind_dims(cell_cls.step_fn, dims),
-        forward_only_xla=cell_cls.forward_only_xla,
-    )
+    ``forward_only`` (evaluation, scoring): each step projects its own
+    input row, which stays in cache, instead of reading a precomputed
+    ``(T, B, kernel columns)`` tensor (mLSTM paper size: 30 MB); XLA or a
+    plain graph loop per ``cell_cls.forward_only_xla``. Training: the
+    projected inputs, and the cell's hand-written backward pass where it
+    has one (TensorFlow), else the generic recomputing one.
+    """
+    if forward_only:
+        loop = recurrence.make_fused_scan(
+            _projecting(cell_cls.step_fn, dims),
+            forward_only_xla=cell_cls.forward_only_xla,
+        )
+        return functools.partial(loop, forward_only=True)
+    if cell_cls in _HAND_WRITTEN and keras.backend.backend() == "tensorflow":
+        return _hand_written_scan(cell_cls)
+    return recurrence.make_fused_scan(_bind_dims(cell_cls.step_fn, dims))
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
@@ -1000,40 +934,20 @@ class MultiplicativeRNN(TrackedStateMixin, keras.layers.RNN):
         ):
             return super().inner_loop(sequences, initial_state, mask, training)
         cell = self.cell
-        inputs_tm = ops.transpose(sequences, (1, 0, 2))
-        if self.forward_only:
-            # No backward pass to feed: each step projects its own input
-            # row, which stays in cache, instead of reading a precomputed
-            # (T, B, kernel columns) tensor (mLSTM paper size: 30 MB).
-            compute_dtype = inputs_tm.dtype
-            weights = tuple(
-                ops.cast(w, compute_dtype)
-                for w in (cell.kernel, cell.bias, *cell.step_weights())
-            )
-            states = tuple(
-                state_snapshot(s, compute_dtype) for s in initial_state
-            )
-            loop = _compiled_projecting_loop(type(cell), cell._dims())
-            outputs_tm, last = loop(
-                inputs_tm, states, weights, forward_only=True
-            )
-            outputs = ops.transpose(outputs_tm, (1, 0, 2))
-            return last[0], outputs, list(last)
-        # Time-major before the projection: transposing the (narrow)
+        # Time-major before any projection: transposing the (narrow)
         # inputs is cheaper than transposing the (wide) projections.
-        projected_tm = cell.project_inputs(inputs_tm)
-        states = tuple(
-            state_snapshot(s, projected_tm.dtype) for s in initial_state
-        )
-        weights = tuple(
-            ops.cast(w, projected_tm.dtype) for w in cell.step_weights()
-        )
-        loop = _compiled_loop(type(cell), cell._dims())
+        xs_tm = ops.transpose(sequences, (1, 0, 2))
+        weights = cell.step_weights()
+        if self.forward_only:  # each step projects its own input row
+            weights = (cell.kernel, cell.bias, *weights)
+        else:
+            xs_tm = cell.project_inputs(xs_tm)
+        dtype = xs_tm.dtype
+        loop = _compiled_loop(type(cell), cell._dims(), self.forward_only)
         outputs_tm, last = loop(
-            projected_tm,
-            states,
-            weights,
-            forward_only=self.forward_only,
+            xs_tm,
+            tuple(state_snapshot(s, dtype) for s in initial_state),
+            tuple(ops.cast(w, dtype) for w in weights),
         )
         outputs = ops.transpose(outputs_tm, (1, 0, 2))
         return last[0], outputs, list(last)

@@ -99,9 +99,16 @@ def _time_major(x):
     return ops.transpose(x, (1, 0, 2))
 
 
-def _lstm_step(z_x, h, c, recurrent_kernel, units):
-    """One LSTM step: ``(h, c, i, f, g, o)`` (gates after activation)."""
-    z = z_x + ops.matmul(h, recurrent_kernel)
+def shift_in(first, all_steps):
+    """``(s_0, s_1, ..., s_{T-1})`` from ``s_0`` and ``(s_1, ..., s_T)``:
+    the value each step started from, time-major."""
+    return ops.concatenate([first[None], all_steps[:-1]], axis=0)
+
+
+def lstm_update(z, c, units):
+    """One LSTM state update from the pre-activation gates ``z`` (Keras
+    order i, f, g, o): ``(h, c, (i, f, g, o))``, gates after activation.
+    Its backward is :func:`lstm_update_backward`."""
     ifo = ops.sigmoid(
         ops.concatenate([z[:, : 2 * units], z[:, 3 * units :]], axis=-1)
     )
@@ -111,7 +118,13 @@ def _lstm_step(z_x, h, c, recurrent_kernel, units):
     g = ops.tanh(z[:, 2 * units : 3 * units])
     c = f * c + i * g
     h = o * ops.tanh(c)
-    return h, c, i, f, g, o
+    return h, c, (i, f, g, o)
+
+
+def _lstm_step(z_x, h, c, recurrent_kernel, units):
+    """One LSTM step: ``(h, c, i, f, g, o)`` (gates after activation)."""
+    h, c, gates = lstm_update(z_x + ops.matmul(h, recurrent_kernel), c, units)
+    return (h, c, *gates)
 
 
 def _lstm_forward(proj_tm, h0, c0, recurrent_kernel):
@@ -192,7 +205,7 @@ def _lstm_backward(
     input projections) and of the initial states.
     """
     units = ops.shape(h0)[-1]
-    c_prev_all = ops.concatenate([c0[None], c_all[:-1]], axis=0)
+    c_prev_all = shift_in(c0, c_all)
     rk_t = ops.transpose(recurrent_kernel)
 
     def step(carry, inputs):
@@ -282,7 +295,7 @@ def lstm_recurrence(proj, h0, c0, recurrent_kernel, forward_only=False):
                 d_ht,
                 d_ct,
             )
-            h_prev = ops.concatenate([h0[None], h_all[:-1]], axis=0)
+            h_prev = shift_in(h0, h_all)
             n = ops.shape(h0)[-1]
             d_rk = ops.matmul(
                 ops.transpose(ops.reshape(h_prev, (-1, n))),
@@ -334,10 +347,7 @@ def _scan_backward(step, xs_tm, states, weights, states_all, d_ys, d_last):
     """
     import tensorflow as tf
 
-    prev_all = tuple(
-        ops.concatenate([s0[None], s[:-1]], axis=0)
-        for s0, s in zip(states, states_all)
-    )
+    prev_all = tuple(shift_in(s0, s) for s0, s in zip(states, states_all))
     n_states = len(states)
 
     def body(carry, inputs):

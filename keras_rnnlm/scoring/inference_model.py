@@ -138,12 +138,6 @@ class InferenceModel:
             for v in self.initial_values
         ]
 
-    def zero_states(self, batch_size):
-        """Alias of :meth:`initial_states` (kept for existing callers; the
-        states are zeros for every layer except multi-cell LSTMs with
-        non-zero initial cells)."""
-        return self.initial_states(batch_size)
-
     def __call__(self, tokens, states):
         """Runs the graph: returns ``(logits, new_states)``."""
         tokens = keras.ops.convert_to_tensor(tokens, "int32")

@@ -279,7 +279,7 @@ class Scorer:
     def begin(self, bos=True):
         """The state at the start of a stream (see module docstring)."""
         return ScoringState(
-            self.inference.zero_states(1), self._bos_id() if bos else None
+            self.inference.initial_states(1), self._bos_id() if bos else None
         )
 
     def continue_(self, state, text, eos=False):
@@ -344,7 +344,7 @@ class Scorer:
         """ln probs of ragged (inputs, targets) rows, batched by length."""
         out = [None] * len(inputs)
         order = sorted(range(len(inputs)), key=lambda i: len(inputs[i]))
-        zero = None
+        init = None
         for start in range(0, len(order), self.batch_size):
             rows = order[start : start + self.batch_size]
             t = max(len(inputs[i]) for i in rows)
@@ -358,9 +358,9 @@ class Scorer:
             for r, i in enumerate(rows):
                 x[r, : len(inputs[i])] = inputs[i]
                 y[r, : len(targets[i])] = targets[i]
-            if zero is None or zero[0].shape[0] != len(rows):
-                zero = self.inference.zero_states(len(rows))
-            ln, _ = self._fn(x, y, zero)
+            if init is None or init[0].shape[0] != len(rows):
+                init = self.inference.initial_states(len(rows))
+            ln, _ = self._fn(x, y, init)
             ln = keras.ops.convert_to_numpy(ln)
             for r, i in enumerate(rows):
                 out[i] = ln[r, : len(inputs[i])].astype(np.float64)

@@ -368,7 +368,7 @@ def test_builder_carries_state(minor_input):
         assert not any(ops.convert_to_numpy(v).any() for v in layer.states)
     infer = build_inference_model(whole)
     assert infer.state_shapes == [(7,), (7,), (3,), (3,)] + [(3,)] * 4
-    states, chunks = infer.zero_states(2), []
+    states, chunks = infer.initial_states(2), []
     for s in range(0, 12, 3):
         logits, states = infer(ids[:, s : s + 3], states)
         chunks.append(ops.convert_to_numpy(logits))

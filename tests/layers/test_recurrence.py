@@ -82,7 +82,7 @@ def test_evaluator_and_inference_graph_are_forward_only():
     )
     assert not infer.portable and build_inference_model(model, True).portable
     tokens = np.random.default_rng(1).integers(0, 20, (2, 7))
-    logits, _ = infer(tokens, infer.zero_states(2))
+    logits, _ = infer(tokens, infer.initial_states(2))
     np.testing.assert_allclose(
         ops.convert_to_numpy(logits),
         ops.convert_to_numpy(model(tokens)),

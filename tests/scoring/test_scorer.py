@@ -217,8 +217,8 @@ def test_inference_model_for_other_cells(cell, kwargs):
     inf = build_inference_model(model)
     x = np.random.default_rng(0).integers(0, 12, (2, 9)).astype("int32")
     ref = np.asarray(model(x))
-    whole, _ = inf(x, inf.zero_states(2))
-    a, s = inf(x[:, :4], inf.zero_states(2))
+    whole, _ = inf(x, inf.initial_states(2))
+    a, s = inf(x[:, :4], inf.initial_states(2))
     b, _ = inf(x[:, 4:], s)
     np.testing.assert_allclose(np.asarray(whole), ref, atol=1e-6)
     np.testing.assert_allclose(
@@ -272,7 +272,7 @@ def test_inference_model_for_awd_family(extra):
     inf = build_inference_model(model)
     x = np.random.default_rng(0).integers(0, 20, (2, 7)).astype("int32")
     ref = np.asarray(model(x, training=False))
-    a, s = inf(x[:, :3], inf.zero_states(2))
+    a, s = inf(x[:, :3], inf.initial_states(2))
     b, _ = inf(x[:, 3:], s)
     np.testing.assert_allclose(
         np.concatenate([np.asarray(a), np.asarray(b)], 1), ref, atol=1e-5
