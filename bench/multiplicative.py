@@ -15,10 +15,15 @@ stateful) trained and evaluated on random symbols, in:
   units; the per-step FLOPs of a recurrent layer are proportional to its
   parameter count, so equal parameters ~ equal FLOPs);
 * ``torch``: the same cell and model in PyTorch 2.13 CPU (input side
-  hoisted, a plain Python loop over time, eager autograd).
+  hoisted, a plain Python loop over time, eager autograd);
+* ``torch_jit``: the same with the step traced by TorchScript
+  (``torch.jit.trace``; one graph call per step). The PyTorch reference of
+  each phase is the faster of ``torch`` and ``torch_jit`` where both ran.
 
-Each measurement runs in a fresh subprocess; repeats are interleaved and
-the median is reported. Results are printed and appended to
+Each measurement runs in a fresh subprocess, which times three training
+and three evaluation passes and keeps each phase's median
+(``_records.median_rate``); repeats are interleaved and the median over
+them is reported. Results are printed and appended to
 ``bench/results/multiplicative.jsonl``.
 
     python bench/multiplicative.py --cells mlstm mgru --repeats 3
@@ -32,7 +37,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 
 VOCAB, BATCH, BPTT = 50, 32, 100
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -78,9 +82,10 @@ def measure_keras(impl, cell, steps):
     y = rng.integers(0, VOCAB, (BATCH * steps, BPTT)).astype("int32")
     warm = BATCH * 2
     model.fit(x[:warm], y[:warm], batch_size=BATCH, verbose=0, shuffle=False)
-    t = time.perf_counter()
-    model.fit(x, y, batch_size=BATCH, verbose=0, shuffle=False)
-    train = x.size / (time.perf_counter() - t)
+    train = median_rate(
+        lambda: model.fit(x, y, batch_size=BATCH, verbose=0, shuffle=False),
+        x.size,
+    )
     # Evaluate as the package's Evaluator does (fused loops forward-only).
     set_forward_only(model)
     model.evaluate(x[:warm], y[:warm], batch_size=BATCH, verbose=0)
@@ -153,7 +158,33 @@ def _torch_cell(cell, units, d):
     return w, step, n_states
 
 
-def measure_torch(cell, steps):
+def _traced(step, w, units, n_states):
+    """``step`` compiled by TorchScript tracing (the weights a module's
+    parameters): one graph call per time step instead of Python ops."""
+    import torch
+
+    class Step(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.ParameterDict(w)
+
+        def forward(self, p, *states):
+            h, states = step(p, states)
+            return states
+
+    p = torch.zeros(BATCH, w["kernel"].shape[1])
+    states = tuple(torch.zeros(BATCH, units) for _ in range(n_states))
+    module = torch.jit.trace(Step(), (p, *states), check_trace=False)
+
+    def traced(p, states):
+        states = module(p, *states)
+        states = states if isinstance(states, tuple) else (states,)
+        return states[0], states
+
+    return traced
+
+
+def measure_torch(cell, steps, jit=False):
     import torch
     from torch import nn
 
@@ -162,6 +193,8 @@ def measure_torch(cell, steps):
     torch.manual_seed(0)
     units = _units(cell)
     w, step, n_states = _torch_cell(cell, units, VOCAB)
+    if jit:
+        step = _traced(step, w, units, n_states)
     dec = nn.Linear(units, VOCAB)
     params = [*w.values(), *dec.parameters()]
     opt = torch.optim.Adam(params, lr=1e-3)
@@ -196,17 +229,15 @@ def measure_torch(cell, steps):
 
     chars = steps * BPTT * BATCH
     run(2, True)
-    t = time.perf_counter()
-    run(steps, True)
-    train = chars / (time.perf_counter() - t)
+    train = median_rate(lambda: run(steps, True), chars)
     run(2, False)
     evaluate = median_rate(lambda: run(steps, False), chars)
     return train, evaluate, sum(p.numel() for p in params)
 
 
 def child(impl, cell, steps):
-    if impl == "torch":
-        result = measure_torch(cell, steps)
+    if impl in ("torch", "torch_jit"):
+        result = measure_torch(cell, steps, jit=impl == "torch_jit")
     else:
         result = measure_keras(impl, cell, steps)
     train, evaluate, params = result
@@ -235,7 +266,9 @@ def main():
         default=["mlstm", "tmlstm", "mgru", "tmgru", "mrnn"],
     )
     p.add_argument(
-        "--impls", nargs="+", default=["fused", "naive", "lstm", "torch"]
+        "--impls",
+        nargs="+",
+        default=["fused", "naive", "lstm", "torch", "torch_jit"],
     )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
@@ -284,11 +317,21 @@ def main():
             lstm_cache = med["lstm"]
         elif lstm_cache:
             med["lstm"] = lstm_cache
+        # The PyTorch reference of each phase: the faster of the plain loop
+        # and the TorchScript-traced step, where both ran.
+        torch_impls = [i for i in ("torch", "torch_jit") if i in med]
+        best = {
+            phase: max(torch_impls, key=lambda i: med[i][phase])
+            for phase in ("train", "eval")
+            if torch_impls
+        }
         for impl, m in med.items():
             if impl == "lstm" and cell != args.cells[0]:
                 continue
             for phase in ("train", "eval"):
-                refs = {r: med[r][phase] for r in ("torch", "lstm") if r in med}
+                refs = {"lstm": med["lstm"][phase]} if "lstm" in med else {}
+                if best:
+                    refs["torch"] = med[best[phase]][phase]
                 records.append(
                     {
                         "kind": "throughput",
@@ -300,7 +343,13 @@ def main():
                         "reference": round(refs["torch"], 1)
                         if "torch" in refs
                         else None,
-                        "reference_name": "torch 2.13 CPU, same cell, same run",
+                        "reference_name": "torch 2.13 CPU, same cell, same "
+                        "run"
+                        + (
+                            " (TorchScript)"
+                            if best.get(phase) == "torch_jit"
+                            else ""
+                        ),
                         "ratio": round(m[phase] / refs["torch"], 3)
                         if "torch" in refs
                         else None,
@@ -318,12 +367,17 @@ def main():
                 f"{cell:7s} {impl:6s} {int(m['params']):7d} params  train "
                 f"{m['train']:7.0f} char/s  eval {m['eval']:7.0f} char/s"
             )
-            for ref in ("torch", "lstm"):
-                if ref in med and ref != impl:
-                    line += (
-                        f"  ({m['train'] / med[ref]['train']:.2f}x / "
-                        f"{m['eval'] / med[ref]['eval']:.2f}x {ref})"
-                    )
+            if best and not impl.startswith("torch"):
+                ref_t, ref_e = (med[best[ph]][ph] for ph in ("train", "eval"))
+                line += (
+                    f"  ({m['train'] / ref_t:.2f}x / {m['eval'] / ref_e:.2f}x "
+                    f"torch best: {best['train']} / {best['eval']})"
+                )
+            if "lstm" in med and impl != "lstm":
+                line += (
+                    f"  ({m['train'] / med['lstm']['train']:.2f}x / "
+                    f"{m['eval'] / med['lstm']['eval']:.2f}x lstm)"
+                )
             print(line, flush=True)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "a") as f:

@@ -28,19 +28,18 @@ from keras import backend
 from keras import ops
 
 
-def compile_loop(fn, xla=True):
+def compile_loop(fn):
     """Compiles a loop function for the active backend.
 
     TensorFlow: an XLA-compiled ``tf.function`` (traced once per input
-    shape); with ``xla=False`` a plain graph ``tf.function`` (a
-    ``tf.while_loop`` of TensorFlow kernels). Other backends: ``fn``
-    unchanged (JAX jit-compiles the whole step; torch runs eagerly).
+    shape). Other backends: ``fn`` unchanged (JAX jit-compiles the whole
+    step; torch runs eagerly).
     """
     if backend.backend() != "tensorflow":
         return fn
     import tensorflow as tf
 
-    return tf.function(fn, jit_compile=xla, autograph=False)
+    return tf.function(fn, jit_compile=True, autograph=False)
 
 
 def scan(step, init, xs, reverse=False):
@@ -372,18 +371,13 @@ def _scan_backward(step, xs_tm, states, weights, states_all, d_ys, d_last):
     return dxs, carry[:n_states], carry[n_states:]
 
 
-def make_fused_scan(step, forward_only_xla=True):
+def make_fused_scan(step):
     """A compiled, differentiable loop for a recurrent step function.
 
     Args:
         step: ``step(x_t, states, weights) -> (y_t, new_states)`` written
             with ``keras.ops``; ``x_t`` is one time step of the projected
             inputs, ``states`` and ``weights`` tuples of tensors.
-        forward_only_xla: on TensorFlow, compile the forward-only loop
-            with XLA (default) or run it as a plain graph
-            ``tf.while_loop`` (``False``: faster for cells whose XLA code
-            is slow, see ``MultiplicativeCell.forward_only_xla``). The
-            training loops are always XLA-compiled.
 
     Returns:
         ``run(xs_tm, states, weights, forward_only=False) -> (ys_tm,
@@ -405,7 +399,7 @@ def make_fused_scan(step, forward_only_xla=True):
     forward = compile_loop(functools.partial(_scan_forward, step))
     backward = compile_loop(functools.partial(_scan_backward, step))
     forward_only_loop = compile_loop(
-        functools.partial(_scan_forward_only, step), xla=forward_only_xla
+        functools.partial(_scan_forward_only, step)
     )
 
     def run(xs_tm, states, weights, forward_only=False):
