@@ -9,9 +9,16 @@ with enough contexts).
 
     python -m keras_rnnlm.evaluation.rank RUN_DIR [--contexts 20000]
 
-The rank is numerical: singular values above ``tol`` count, with the
-default ``tol = s_max * max(N, V) * eps(float32)`` since the model computes
-in float32 (a float64 tolerance would count float32 rounding noise).
+The rank is numerical: singular values above ``tol`` count. The model
+computes in float32, so every entry of A carries rounding noise of about
+``eps32 * max|A|``; an (N, V) matrix of such noise has spectral norm about
+``sigma * (sqrt(N) + sqrt(V))``, which is the default ``tol``. (NumPy's
+``s_max * max(N, V) * eps`` scales with the largest singular value, which
+for a log-probability matrix is the huge mean direction: with eps32 it cut
+a trained AWD-LSTM's rank from 202 to 34.) Measured on the cpu-preset
+AWD-LSTM (last layer d = 200, 12,000 validation contexts): singular
+values fall from 14.4 (the 202nd) to 5.5e-5 (the 203rd), tol 6.4e-4, rank
+202 = d + bias + normaliser. ``output_rank`` reports that gap.
 """
 
 import argparse
@@ -56,11 +63,23 @@ def log_prob_matrix(model, ids, num_contexts, bptt=70):
     return np.concatenate(rows)[:num_contexts]
 
 
-def numerical_rank(matrix, tol=None):
-    """Number of singular values above ``tol`` (see the module doc)."""
-    s = np.linalg.svd(np.asarray(matrix, np.float64), compute_uv=False)
-    if tol is None:
-        tol = s.max() * max(matrix.shape) * np.finfo(np.float32).eps
+def float32_noise_tol(matrix):
+    """Spectral norm of float32 rounding noise on ``matrix`` (module doc)."""
+    n, v = matrix.shape
+    noise = np.finfo(np.float32).eps * np.abs(matrix).max()
+    return float(noise * (np.sqrt(n) + np.sqrt(v)))
+
+
+def singular_values(matrix):
+    return np.linalg.svd(np.asarray(matrix, np.float64), compute_uv=False)
+
+
+def numerical_rank(matrix, tol=None, s=None):
+    """Number of singular values above ``tol`` (default: the float32
+    noise level, :func:`float32_noise_tol`). ``s``: the singular values,
+    if already computed."""
+    s = singular_values(matrix) if s is None else s
+    tol = float32_noise_tol(matrix) if tol is None else tol
     return int((s > tol).sum())
 
 
@@ -78,7 +97,17 @@ def output_rank(run_dir, split="valid", num_contexts=20000, batch_size=10):
     a = log_prob_matrix(
         model, corpus.split(split), num_contexts, config.data.bptt
     )
-    return {"rank": numerical_rank(a), "shape": list(a.shape)}
+    s = singular_values(a)
+    rank = numerical_rank(a, s=s)
+    return {
+        "rank": rank,
+        "shape": list(a.shape),
+        "tol": float32_noise_tol(a),
+        # the singular values either side of the cut: a clean rank has a
+        # gap of orders of magnitude here
+        "s_last_kept": float(s[rank - 1]) if rank else None,
+        "s_first_dropped": float(s[rank]) if rank < len(s) else None,
+    }
 
 
 def main(argv=None):

@@ -60,3 +60,23 @@ def test_ensemble_of_identical_models_equals_member(tmp_path):
     mean_nll = np.mean([math.log(p) for p in mixed["member_ppl"]])
     assert mixed["nll"] <= mean_nll + 1e-9
     assert mixed["tokens"] == same["tokens"]
+
+
+def test_rank_of_float32_log_softmax_with_a_large_mean_direction():
+    """As a trained model's log-probabilities: float32 logits with a bias,
+    entries around -10. The rank is d + bias + normaliser; a tolerance
+    scaled by the largest singular value (the mean direction) undercounts
+    it."""
+    rng = np.random.default_rng(0)
+    n, v, d = 1500, 600, 20
+    h = rng.normal(size=(n, d)).astype(np.float32)
+    # directions of decreasing strength, as in a trained model's spectrum
+    scales = np.logspace(-0.5, -3.5, d)
+    e = (scales * rng.normal(size=(v, d))).astype(np.float32)
+    b = rng.normal(-3.0, 2.0, size=v).astype(np.float32)
+    logits = (h @ e.T + b).astype(np.float64)  # float32 products
+    logp = logits - np.log(np.exp(logits).sum(1, keepdims=True))
+    assert numerical_rank(logp) == d + 2
+    s = np.linalg.svd(logp, compute_uv=False)
+    old_tol = s[0] * max(n, v) * np.finfo(np.float32).eps
+    assert (s > old_tol).sum() < d + 2  # what the old default reported
