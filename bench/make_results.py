@@ -44,7 +44,14 @@ def main():
         "extra",
     ]
     lines = [HEADER]
-    for kind in ("quality", "throughput", "memory", "params", "latency"):
+    for kind in (
+        "quality",
+        "analysis",
+        "throughput",
+        "memory",
+        "params",
+        "latency",
+    ):
         rows = [r for r in records if r.get("kind") == kind]
         if not rows:
             continue
