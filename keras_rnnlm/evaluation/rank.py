@@ -74,13 +74,11 @@ def singular_values(matrix):
     return np.linalg.svd(np.asarray(matrix, np.float64), compute_uv=False)
 
 
-def numerical_rank(matrix, tol=None, s=None):
+def numerical_rank(matrix, tol=None):
     """Number of singular values above ``tol`` (default: the float32
-    noise level, :func:`float32_noise_tol`). ``s``: the singular values,
-    if already computed."""
-    s = singular_values(matrix) if s is None else s
+    noise level, :func:`float32_noise_tol`)."""
     tol = float32_noise_tol(matrix) if tol is None else tol
-    return int((s > tol).sum())
+    return int((singular_values(matrix) > tol).sum())
 
 
 def output_rank(run_dir, split="valid", num_contexts=20000, batch_size=10):
@@ -97,12 +95,12 @@ def output_rank(run_dir, split="valid", num_contexts=20000, batch_size=10):
     a = log_prob_matrix(
         model, corpus.split(split), num_contexts, config.data.bptt
     )
-    s = singular_values(a)
-    rank = numerical_rank(a, s=s)
+    s, tol = singular_values(a), float32_noise_tol(a)
+    rank = int((s > tol).sum())  # numerical_rank, sharing the one SVD
     return {
         "rank": rank,
         "shape": list(a.shape),
-        "tol": float32_noise_tol(a),
+        "tol": tol,
         # the singular values either side of the cut: a clean rank has a
         # gap of orders of magnitude here
         "s_last_kept": float(s[rank - 1]) if rank else None,

@@ -492,11 +492,12 @@ def _inter(m, w):
     return _block_matmul(m, w) if len(w.shape) == 3 else ops.matmul(m, w)
 
 
-def _inter_t(dz, w):
-    """``dz V^T`` for :func:`_inter`'s ``V`` (any leading dimensions)."""
-    if len(w.shape) == 3:
-        return _block_matmul(dz, ops.transpose(w, (0, 2, 1)))
-    return ops.matmul(dz, ops.transpose(w))
+def _inter_transpose(w):
+    """``V^T`` in :func:`_inter`'s layout (``dz V^T = _inter(dz, V^T)``);
+    taken once, outside the reverse loops."""
+    return (
+        ops.transpose(w, (0, 2, 1)) if len(w.shape) == 3 else ops.transpose(w)
+    )
 
 
 def _inter_grad(m_all, dz_all, w):
@@ -546,7 +547,7 @@ def _mlstm_backward(proj_tm, h0, c0, w_mh, w_m, saved, d_ys, dh_t, dc_t):
     h_units = ops.shape(h0)[-1]
     m_units = ops.shape(w_mh)[-1]
     _, c_all, gates_all, _, _ = saved
-    w_mh_t = ops.transpose(w_mh)
+    w_mh_t, w_m_t = ops.transpose(w_mh), _inter_transpose(w_m)
 
     def body(carry, xs):
         dh_next, dc_next = carry
@@ -554,7 +555,7 @@ def _mlstm_backward(proj_tm, h0, c0, w_mh, w_m, saved, d_ys, dh_t, dc_t):
         dz, dc_prev = recurrence.lstm_update_backward(
             dh_o + dh_next, dc_next, c, c_prev, gates, h_units
         )
-        dm = _inter_t(dz, w_m)
+        dm = _inter(dz, w_m_t)
         da = dm * p[:, :m_units]
         return (ops.matmul(da, w_mh_t), dc_prev), (dz, dm, da)
 
@@ -732,6 +733,7 @@ def _tmgru_backward(proj_tm, h0, w_zrh, v_zr, w_h, v_h, saved, d_ys, dh_t):
     m_units = ops.shape(w_h)[-1]
     h_all, _, _, zr_all, _, _, u_all = saved
     w_zrh_t, w_h_t, v_h_t = (ops.transpose(w) for w in (w_zrh, w_h, v_h))
+    v_zr_t = _inter_transpose(v_zr)
 
     def body(carry, xs):
         (dh_next,) = carry
@@ -749,7 +751,7 @@ def _tmgru_backward(proj_tm, h0, w_zrh, v_zr, w_h, v_h, saved, d_ys, dh_t):
             ],
             axis=-1,
         )
-        dm_zr = _inter_t(dzr, v_zr)
+        dm_zr = _inter(dzr, v_zr_t)
         da_zr = dm_zr * p[:, : 2 * m_units]
         dh_prev = dh * (1.0 - z) + d_rh * r + ops.matmul(da_zr, w_zrh_t)
         return (dh_prev,), (dzr, dcand, dm_zr, da_zr, dm_h, da_h)
