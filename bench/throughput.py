@@ -31,6 +31,7 @@ import time
 
 SIZES = {"small": (200, 20), "medium": (650, 35)}
 VOCAB, BATCH = 10000, 20
+PTB_VALID_TOKENS = 73760
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
@@ -51,7 +52,7 @@ def _note_import_rss():
     _IMPORT_RSS["mb"] = _peak_rss_mb()
 
 
-def measure_keras(impl, hidden, bptt, steps):
+def measure_keras(impl, hidden, bptt, steps, eval_steps):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import keras
     import numpy as np
@@ -79,6 +80,8 @@ def measure_keras(impl, hidden, bptt, steps):
     t = time.perf_counter()
     model.fit(x, y, batch_size=BATCH, verbose=0, shuffle=False)
     train = x.size / (time.perf_counter() - t)
+    x = rng.integers(0, VOCAB, (BATCH * eval_steps, bptt)).astype("int32")
+    y = rng.integers(0, VOCAB, (BATCH * eval_steps, bptt)).astype("int32")
     # Evaluate as the package's Evaluator does: the fused loops in
     # forward-only mode (no per-step saves for a backward pass; a no-op for
     # keras.layers.LSTM).
@@ -91,7 +94,7 @@ def measure_keras(impl, hidden, bptt, steps):
     return train, median_rate(one_pass, x.size)
 
 
-def measure_torch(hidden, bptt, steps):
+def measure_torch(hidden, bptt, steps, eval_steps):
     import torch
     from torch import nn
 
@@ -114,8 +117,9 @@ def measure_torch(hidden, bptt, steps):
     model = Model()
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     loss_fn = nn.CrossEntropyLoss()
-    x = torch.randint(0, VOCAB, (steps, bptt, BATCH))
-    y = torch.randint(0, VOCAB, (steps, bptt, BATCH))
+    n = max(steps, eval_steps)
+    x = torch.randint(0, VOCAB, (n, bptt, BATCH))
+    y = torch.randint(0, VOCAB, (n, bptt, BATCH))
 
     def run(n, training):
         state = (torch.zeros(2, BATCH, hidden), torch.zeros(2, BATCH, hidden))
@@ -134,21 +138,22 @@ def measure_torch(hidden, bptt, steps):
                     out, state = model(x[k], state)
                     loss_fn(out.view(-1, VOCAB), y[k].view(-1))
 
-    tokens = steps * bptt * BATCH
     run(3, True)
     t = time.perf_counter()
     run(steps, True)
-    train = tokens / (time.perf_counter() - t)
+    train = steps * bptt * BATCH / (time.perf_counter() - t)
     run(3, False)
-    return train, median_rate(lambda: run(steps, False), tokens)
+    return train, median_rate(
+        lambda: run(eval_steps, False), eval_steps * bptt * BATCH
+    )
 
 
-def child(impl, size, steps):
+def child(impl, size, steps, eval_steps):
     hidden, bptt = SIZES[size]
     if impl == "torch":
-        train, evaluate = measure_torch(hidden, bptt, steps)
+        train, evaluate = measure_torch(hidden, bptt, steps, eval_steps)
     else:
-        train, evaluate = measure_keras(impl, hidden, bptt, steps)
+        train, evaluate = measure_keras(impl, hidden, bptt, steps, eval_steps)
     print(
         json.dumps(
             {
@@ -161,7 +166,7 @@ def child(impl, size, steps):
     )
 
 
-def run_child(impl, size, steps, threads=0):
+def run_child(impl, size, steps, eval_steps, threads=0):
     env = dict(os.environ)
     if threads:
         env.update(
@@ -170,7 +175,15 @@ def run_child(impl, size, steps, threads=0):
             OMP_NUM_THREADS=str(threads),
         )
     out = subprocess.run(
-        [sys.executable, __file__, "--child", impl, size, str(steps)],
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            impl,
+            size,
+            str(steps),
+            str(eval_steps),
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -195,6 +208,15 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--steps", type=int, default=40)
     p.add_argument(
+        "--eval-tokens",
+        type=int,
+        default=PTB_VALID_TOKENS,
+        help="tokens per timed evaluation pass (default: the PTB "
+        "validation split's 73,760, i.e. one evaluate() call per "
+        "validation pass as training runs it; a short pass mostly times "
+        "evaluate()'s fixed per-call set-up, ~70-100 ms)",
+    )
+    p.add_argument(
         "--out", default=os.path.join(HERE, "results", "throughput.jsonl")
     )
     p.add_argument(
@@ -207,11 +229,11 @@ def main():
         "speed or at exactly one core's speed, for keras.layers.LSTM as "
         "for the package's layers; 1 gives stable comparisons",
     )
-    p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    p.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        impl, size, steps = args.child
-        return child(impl, size, int(steps))
+        impl, size, steps, eval_steps = args.child
+        return child(impl, size, int(steps), int(eval_steps))
 
     command = "python bench/throughput.py " + " ".join(sys.argv[1:])
     device = f"CPU {platform.processor() or platform.machine()}, "
@@ -220,10 +242,13 @@ def main():
     records = []
     for size in args.sizes:
         steps = args.steps if size == "small" else max(10, args.steps // 3)
+        eval_steps = -(-args.eval_tokens // (BATCH * SIZES[size][1]))
         samples = {impl: [] for impl in args.impls}
         for _ in range(args.repeats):  # interleaved repeats
             for impl in args.impls:
-                samples[impl].append(run_child(impl, size, steps, args.threads))
+                samples[impl].append(
+                    run_child(impl, size, steps, eval_steps, args.threads)
+                )
         med = {
             impl: {
                 k: statistics.median(s[k] for s in runs)
@@ -247,6 +272,7 @@ def main():
                     "command": command,
                     "date": date,
                     "threads": args.threads or "default",
+                    "eval_tokens": eval_steps * BATCH * SIZES[size][1],
                 }
                 records.append(rec)
             records.append(
@@ -270,6 +296,7 @@ def main():
                     "command": command,
                     "date": date,
                     "threads": args.threads or "default",
+                    "eval_tokens": eval_steps * BATCH * SIZES[size][1],
                 }
             )
             print(
