@@ -46,7 +46,7 @@ sys.path.insert(0, HERE)
 from _records import median_rate  # noqa: E402
 
 
-def measure_keras(impl, size, cells, strategy, steps):
+def measure_keras(impl, size, cells, strategy, steps, eval_steps):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import numpy as np
 
@@ -88,6 +88,8 @@ def measure_keras(impl, size, cells, strategy, steps):
     t = time.perf_counter()
     model.fit(x, y, batch_size=BATCH, verbose=0, shuffle=False)
     train = x.size / (time.perf_counter() - t)
+    x = rng.integers(0, VOCAB, (BATCH * eval_steps, BPTT)).astype("int32")
+    y = rng.integers(0, VOCAB, (BATCH * eval_steps, BPTT)).astype("int32")
     # Evaluate as the package's Evaluator does (fused loops forward-only).
     set_forward_only(model)
     model.evaluate(x[:warm], y[:warm], batch_size=BATCH, verbose=0)
@@ -139,7 +141,7 @@ def measure_layer(impl, units, cells, strategy, steps):
     return train, evaluate, model.count_params()
 
 
-def measure_torch(size, cells, strategy, steps):
+def measure_torch(size, cells, strategy, steps, eval_steps):
     import torch
     from torch import nn
 
@@ -183,8 +185,9 @@ def measure_torch(size, cells, strategy, steps):
     ]
     opt = torch.optim.SGD(params, lr=1.0)
     loss_fn = nn.CrossEntropyLoss()
-    x = torch.randint(0, VOCAB, (steps, BPTT, BATCH))
-    y = torch.randint(0, VOCAB, (steps, BPTT, BATCH))
+    n = max(steps, eval_steps)
+    x = torch.randint(0, VOCAB, (n, BPTT, BATCH))
+    y = torch.randint(0, VOCAB, (n, BPTT, BATCH))
 
     def forward(xk, states):
         out = drop(emb(xk))
@@ -213,26 +216,27 @@ def measure_torch(size, cells, strategy, steps):
                     out, states = forward(x[k], states)
                     loss_fn(out.view(-1, VOCAB), y[k].view(-1))
 
-    tokens = steps * BPTT * BATCH
     run(2, True)
     t = time.perf_counter()
     run(steps, True)
-    train = tokens / (time.perf_counter() - t)
+    train = steps * BPTT * BATCH / (time.perf_counter() - t)
     run(2, False)
-    evaluate = median_rate(lambda: run(steps, False), tokens)
+    evaluate = median_rate(
+        lambda: run(eval_steps, False), eval_steps * BPTT * BATCH
+    )
     return train, evaluate, sum(q.numel() for q in params)
 
 
-def child(impl, size, cells, strategy, steps):
+def child(impl, size, cells, strategy, steps, eval_steps):
     if impl == "torch":
-        result = measure_torch(size, cells, strategy, steps)
+        result = measure_torch(size, cells, strategy, steps, eval_steps)
     else:
-        result = measure_keras(impl, size, cells, strategy, steps)
+        result = measure_keras(impl, size, cells, strategy, steps, eval_steps)
     train, evaluate, params = result
     print(json.dumps({"train": train, "eval": evaluate, "params": params}))
 
 
-def run_child(impl, size, cells, strategy, steps):
+def run_child(impl, size, cells, strategy, steps, eval_steps):
     out = subprocess.run(
         [
             sys.executable,
@@ -243,6 +247,7 @@ def run_child(impl, size, cells, strategy, steps):
             str(cells),
             strategy,
             str(steps),
+            str(eval_steps),
             "--scope",
             SCOPE[0],
         ],
@@ -268,6 +273,15 @@ def main():
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument(
+        "--eval-tokens",
+        type=int,
+        default=73760,
+        help="tokens per timed evaluation pass of the model scope (default: "
+        "the PTB validation split, one evaluate() call per pass as "
+        "training runs it; a short pass mostly times evaluate()'s fixed "
+        "per-call set-up)",
+    )
+    p.add_argument(
         "--out", default=os.path.join(HERE, "results", "multicell.jsonl")
     )
     p.add_argument(
@@ -283,7 +297,7 @@ def main():
         default="model",
         help="the whole language model, or one recurrent layer alone",
     )
-    p.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    p.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
     args = p.parse_args()
     SCOPE[0] = args.scope
     if args.threads:
@@ -291,8 +305,10 @@ def main():
         os.environ["TF_NUM_INTEROP_THREADS"] = "1"
         os.environ["BENCH_TORCH_THREADS"] = str(args.threads)
     if args.child:
-        impl, size, cells, strategy, steps = args.child
-        return child(impl, size, int(cells), strategy, int(steps))
+        impl, size, cells, strategy, steps, eval_steps = args.child
+        return child(
+            impl, size, int(cells), strategy, int(steps), int(eval_steps)
+        )
 
     command = "python bench/multicell.py " + " ".join(sys.argv[1:])
     device = f"CPU {platform.processor() or platform.machine()}, "
@@ -304,10 +320,20 @@ def main():
         layer_only = args.scope == "layer"
         impls = [i for i in args.impls if not (i == "torch" and layer_only)]
         samples = {impl: [] for impl in impls}
+        eval_steps = (
+            args.steps if layer_only else -(-args.eval_tokens // (BATCH * BPTT))
+        )
         for _ in range(args.repeats):  # interleaved repeats
             for impl in impls:
                 samples[impl].append(
-                    run_child(impl, size, args.cells, args.strategy, args.steps)
+                    run_child(
+                        impl,
+                        size,
+                        args.cells,
+                        args.strategy,
+                        args.steps,
+                        eval_steps,
+                    )
                 )
         med = {
             impl: {
@@ -332,6 +358,7 @@ def main():
                     "device": device,
                     "load_average": round(load, 2),
                     "threads": args.threads,
+                    "eval_tokens": eval_steps * BATCH * BPTT,
                     "command": command,
                     "date": date,
                 }
