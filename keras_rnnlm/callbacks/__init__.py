@@ -6,6 +6,7 @@ from keras_rnnlm.callbacks.checkpoint import TrainingCheckpoint
 from keras_rnnlm.callbacks.logging import LearningCurve
 from keras_rnnlm.callbacks.logging import NaNGuard
 from keras_rnnlm.callbacks.logging import RunMetadata
+from keras_rnnlm.callbacks.logging import RunProgbar
 from keras_rnnlm.callbacks.logging import TrainingDivergedError
 from keras_rnnlm.callbacks.lr_schedules import ConstantLR
 from keras_rnnlm.callbacks.lr_schedules import DivideOnPlateau
@@ -24,6 +25,7 @@ __all__ = [
     "PlateauAnnealing",
     "ResetStates",
     "RunMetadata",
+    "RunProgbar",
     "StatefulCallback",
     "TrainingCheckpoint",
     "TrainingDivergedError",

@@ -149,3 +149,23 @@ class NaNGuard(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
+
+
+class RunProgbar(keras.callbacks.ProgbarLogger):
+    """Keras's progress bar, numbering epochs out of the run's total.
+
+    The trainer calls ``fit`` once per epoch when the windows change
+    length every epoch (variable BPTT), so Keras alone would print
+    "Epoch 3/3" in a 4-epoch run (and nothing for the first epoch).
+
+    Args:
+        total_epochs: the run's number of epochs (``train.epochs``).
+    """
+
+    def __init__(self, total_epochs):
+        super().__init__()
+        self.total_epochs = int(total_epochs)
+
+    def set_params(self, params):
+        super().set_params(params)
+        self.epochs = self.total_epochs

@@ -15,6 +15,7 @@ from keras_rnnlm.callbacks import LearningCurve
 from keras_rnnlm.callbacks import NaNGuard
 from keras_rnnlm.callbacks import ResetStates
 from keras_rnnlm.callbacks import RunMetadata
+from keras_rnnlm.callbacks import RunProgbar
 from keras_rnnlm.callbacks import TrainingCheckpoint
 from keras_rnnlm.callbacks import TrainingDivergedError
 from keras_rnnlm.callbacks import Validation
@@ -214,7 +215,7 @@ def train(config, callbacks=(), resume=True, init_weights=None):
         *user,
         LearningCurve(out, checkpoint),
         checkpoint,
-        keras.callbacks.ProgbarLogger(),
+        RunProgbar(config.train.epochs),
     ]
     if d.variable_bptt:
         _fit_variable_windows(model, stream, config, initial_epoch, cbs)
