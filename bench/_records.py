@@ -11,6 +11,30 @@ import time
 #: Timed evaluation passes per process (see :func:`median_rate`).
 EVAL_PASSES = 3
 
+#: Tokens of the PTB validation split: the default length of a timed
+#: evaluation pass (see :func:`add_eval_tokens_argument`).
+PTB_VALID_TOKENS = 73760
+
+
+def add_eval_tokens_argument(parser):
+    """``--eval-tokens``: the tokens of one timed evaluation pass (one
+    ``evaluate()`` call, as training validates). A short pass mostly
+    times ``evaluate()``'s fixed per-call set-up (~70-100 ms)."""
+    parser.add_argument(
+        "--eval-tokens",
+        type=int,
+        default=PTB_VALID_TOKENS,
+        help="tokens per timed evaluation pass (default: the PTB "
+        "validation split's 73,760: one evaluate() call per validation "
+        "pass, as training runs it; a short pass mostly times "
+        "evaluate()'s fixed per-call set-up, ~70-100 ms)",
+    )
+
+
+def eval_steps(tokens, batch, bptt):
+    """Batches of ``batch`` x ``bptt`` covering ``tokens`` (rounded up)."""
+    return -(-tokens // (batch * bptt))
+
 
 def set_threads(threads, torch=None):
     """Intra/inter-op threads of TensorFlow (and torch, if given)."""

@@ -43,6 +43,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
+from _records import add_eval_tokens_argument  # noqa: E402
+from _records import eval_steps as count_eval_steps  # noqa: E402
 from _records import median_rate  # noqa: E402
 
 
@@ -272,15 +274,7 @@ def main():
     )
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--steps", type=int, default=20)
-    p.add_argument(
-        "--eval-tokens",
-        type=int,
-        default=73760,
-        help="tokens per timed evaluation pass of the model scope (default: "
-        "the PTB validation split, one evaluate() call per pass as "
-        "training runs it; a short pass mostly times evaluate()'s fixed "
-        "per-call set-up)",
-    )
+    add_eval_tokens_argument(p)  # model scope only
     p.add_argument(
         "--out", default=os.path.join(HERE, "results", "multicell.jsonl")
     )
@@ -321,7 +315,9 @@ def main():
         impls = [i for i in args.impls if not (i == "torch" and layer_only)]
         samples = {impl: [] for impl in impls}
         eval_steps = (
-            args.steps if layer_only else -(-args.eval_tokens // (BATCH * BPTT))
+            args.steps
+            if layer_only
+            else count_eval_steps(args.eval_tokens, BATCH, BPTT)
         )
         for _ in range(args.repeats):  # interleaved repeats
             for impl in impls:

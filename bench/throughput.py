@@ -31,10 +31,11 @@ import time
 
 SIZES = {"small": (200, 20), "medium": (650, 35)}
 VOCAB, BATCH = 10000, 20
-PTB_VALID_TOKENS = 73760
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from _records import add_eval_tokens_argument  # noqa: E402
+from _records import eval_steps as count_eval_steps  # noqa: E402
 from _records import median_rate  # noqa: E402
 
 
@@ -207,15 +208,7 @@ def main():
     )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--steps", type=int, default=40)
-    p.add_argument(
-        "--eval-tokens",
-        type=int,
-        default=PTB_VALID_TOKENS,
-        help="tokens per timed evaluation pass (default: the PTB "
-        "validation split's 73,760, i.e. one evaluate() call per "
-        "validation pass as training runs it; a short pass mostly times "
-        "evaluate()'s fixed per-call set-up, ~70-100 ms)",
-    )
+    add_eval_tokens_argument(p)
     p.add_argument(
         "--out", default=os.path.join(HERE, "results", "throughput.jsonl")
     )
@@ -242,7 +235,7 @@ def main():
     records = []
     for size in args.sizes:
         steps = args.steps if size == "small" else max(10, args.steps // 3)
-        eval_steps = -(-args.eval_tokens // (BATCH * SIZES[size][1]))
+        eval_steps = count_eval_steps(args.eval_tokens, BATCH, SIZES[size][1])
         samples = {impl: [] for impl in args.impls}
         for _ in range(args.repeats):  # interleaved repeats
             for impl in args.impls:
