@@ -77,8 +77,14 @@ def singular_values(matrix):
 def numerical_rank(matrix, tol=None):
     """Number of singular values above ``tol`` (default: the float32
     noise level, :func:`float32_noise_tol`)."""
+    return _rank_and_spectrum(matrix, tol)[0]
+
+
+def _rank_and_spectrum(matrix, tol=None):
+    """``(rank, singular values, tol)`` from one SVD."""
+    s = singular_values(matrix)
     tol = float32_noise_tol(matrix) if tol is None else tol
-    return int((singular_values(matrix) > tol).sum())
+    return int((s > tol).sum()), s, tol
 
 
 def output_rank(run_dir, split="valid", num_contexts=20000, batch_size=10):
@@ -95,8 +101,7 @@ def output_rank(run_dir, split="valid", num_contexts=20000, batch_size=10):
     a = log_prob_matrix(
         model, corpus.split(split), num_contexts, config.data.bptt
     )
-    s, tol = singular_values(a), float32_noise_tol(a)
-    rank = int((s > tol).sum())  # numerical_rank, sharing the one SVD
+    rank, s, tol = _rank_and_spectrum(a)
     return {
         "rank": rank,
         "shape": list(a.shape),
