@@ -103,6 +103,13 @@ class ModelConfig:
         ar_alpha: activation regularisation (AR) on the dropped last output.
         tar_beta: temporal activation regularisation (TAR) on the raw last
             output.
+        sampled_softmax: ``head="softmax"`` or ``"tied"``: train with a
+            sampled softmax over this many candidate words per step
+            (:mod:`keras_rnnlm.layers.sampled_softmax`; 0: the full
+            softmax). Validation, test and every exported model use the
+            full softmax.
+        sampler_power: the candidate proposal is ``(count + 1) ** power``
+            over the training counts (1: unigram, 0: uniform).
     """
 
     embedding_dim: int = 200
@@ -126,6 +133,8 @@ class ModelConfig:
     cv_penalty: float = 0.0
     ar_alpha: float = 0.0
     tar_beta: float = 0.0
+    sampled_softmax: int = 0
+    sampler_power: float = 1.0
 
 
 @dataclasses.dataclass

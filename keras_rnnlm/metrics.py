@@ -213,25 +213,38 @@ class LanguageModelMetrics(TokenNLL):
 
     Args:
         char_level: also report bits per character.
+        prefix: prepended to the keys (``"sampled_"`` for a model trained
+            with a sampled softmax, whose training "perplexity" is over the
+            sampled candidates, not the vocabulary).
     """
 
     def __init__(
-        self, char_level=False, from_logits=True, name="lm", dtype="float32"
+        self,
+        char_level=False,
+        from_logits=True,
+        name="lm",
+        dtype="float32",
+        prefix="",
     ):
         super().__init__(from_logits=from_logits, name=name, dtype=dtype)
         self.char_level = char_level
+        self.prefix = prefix
 
     def result(self):
         nll = self._mean()
         out = {"nll": nll, "ppl": ops.exp(nll)}
         if self.char_level:
             out["bpc"] = nll / math.log(2.0)
-        return out
+        return {self.prefix + k: v for k, v in out.items()}
 
     def get_config(self):
-        return {**super().get_config(), "char_level": self.char_level}
+        return {
+            **super().get_config(),
+            "char_level": self.char_level,
+            "prefix": self.prefix,
+        }
 
 
-def lm_metrics(char_level=False):
+def lm_metrics(char_level=False, prefix=""):
     """The metric set compiled into every model (use as weighted_metrics)."""
-    return [LanguageModelMetrics(char_level)]
+    return [LanguageModelMetrics(char_level, prefix=prefix)]

@@ -6,7 +6,8 @@ backend: the multiplicative cells against their NumPy references and
 their gradients, carried recurrent state through the compiled
 predict/evaluate steps, streaming evaluation equal to a whole-stream
 pass, and the dynamic-evaluation steps (jitted stateless_call + update)
-against hand-computed ones.
+against hand-computed ones, and the sampled-softmax sampler, logits and a
+sampled-softmax training run.
 """
 
 import os
@@ -24,6 +25,8 @@ SELECTION = {
     "layers/test_recurrence.py": "forward_only_gives",
     "test_metrics.py": "independent or gradient_is_softmax",
     "evaluation/test_dynamic.py": "update_rule_matches_hand_computed",
+    "layers/test_sampled_softmax.py": "sampler_draws or float64_reference",
+    "training/test_sampled_softmax_training.py": "learns_and_reports_full",
 }
 
 

@@ -1,5 +1,6 @@
 """Every Major-Minor LSTM recipe builds, and its size matches the paper."""
 
+import dataclasses
 import importlib.util
 import json
 import pathlib
@@ -44,6 +45,8 @@ PAPER = {
     ("wt2", "ratio_10_0"): 33.6,
     ("wt103", "paper"): 75.0,
     ("wt103", "lstm"): 75.4,
+    ("wt103", "paper_sampled"): 75.0,
+    ("wt103", "lstm_sampled"): 75.4,
 }
 # Paper counts the stated sizes do not reproduce (reported, not fudged):
 # MMLM-2 on PTB with first layers of 1150 (Sec. V-D1) has 24.36M
@@ -142,9 +145,15 @@ def test_every_preset_is_listed_and_table_iv_is_applied(corpus):
 
 def test_wt103_presets_follow_table_vi():
     presets = _load("wt103").PRESETS
-    assert set(presets) == {"paper", "lstm"}
+    assert set(presets) == {"paper", "lstm", "paper_sampled", "lstm_sampled"}
     for name, sizes in (("paper", [1100, 256]), ("lstm", [1024, 256])):
+        sampled = RunConfig.from_dict(presets[f"{name}_sampled"])
+        assert sampled.model.sampled_softmax == 8192
         c = RunConfig.from_dict(presets[name])
+        assert c.model.sampled_softmax == 0
+        assert dataclasses.replace(sampled.model, sampled_softmax=0) == (
+            c.model
+        )
         assert c.data.corpus == "wikitext103"
         assert (c.data.batch_size, c.data.bptt, c.train.epochs) == (
             128,
@@ -157,7 +166,8 @@ def test_wt103_presets_follow_table_vi():
         assert (c.train.optimizer, c.train.learning_rate) == ("adam", 1e-3)
 
 
-def test_wt103_recipe_trains_on_small_wikitext_files(tmp_path, capsys):
+@pytest.mark.parametrize("preset", ["paper", "paper_sampled"])
+def test_wt103_recipe_trains_on_small_wikitext_files(tmp_path, capsys, preset):
     """recipes/mmlstm_wt103.py end to end on a tiny corpus laid out as
     WikiText-103 (``wikitext-103/wiki.{split}.tokens``; headings, blank
     lines and ``<unk>`` as in the release), the paper preset shrunk by
@@ -191,7 +201,9 @@ def test_wt103_recipe_trains_on_small_wikitext_files(tmp_path, capsys):
         "train.tensorboard": False,
         "train.verbose": 0,
     }
-    argv = ["--preset", "paper", "--out", str(out), "--data-dir", str(root)]
+    if preset == "paper_sampled":
+        overrides["model.sampled_softmax"] = 6
+    argv = ["--preset", preset, "--out", str(out), "--data-dir", str(root)]
     for key, value in overrides.items():
         argv += ["--set", f"{key}={json.dumps(value)}"]
     assert main(recipe.PRESETS, recipe.DEFAULT_PRESET, argv=argv) == 0

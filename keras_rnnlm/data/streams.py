@@ -206,6 +206,10 @@ class LMSequence(keras.utils.PyDataset):
             (it is part of `get_state()`).
         pad_to: Optional fixed width to pad shorter windows to.
         p_full, std, min_len, max_len, multiple: See `variable_windows`.
+        targets_as_input: sampled-softmax training: `x` becomes
+            `{"tokens": x, "targets": y, **extra}` and the labels are all 0
+            (the model's sampled logits put each target in column 0; see
+            `keras_rnnlm.layers.sampled_softmax`).
         **kwargs: Passed to `keras.utils.PyDataset` (`workers`,
             `use_multiprocessing`, `max_queue_size`). Defaults: one worker,
             no multiprocessing.
@@ -231,6 +235,7 @@ class LMSequence(keras.utils.PyDataset):
         min_len=5,
         max_len=None,
         multiple=1,
+        targets_as_input=False,
         **kwargs,
     ):
         kwargs.setdefault("workers", 1)
@@ -259,6 +264,7 @@ class LMSequence(keras.utils.PyDataset):
         self.min_len = int(min_len)
         self.max_len = None if max_len is None else int(max_len)
         self.multiple = int(multiple)
+        self.targets_as_input = bool(targets_as_input)
         if seed is None:
             seed = int(np.random.default_rng().integers(2**31 - 1))
         self.seed = int(seed)
@@ -351,6 +357,9 @@ class LMSequence(keras.utils.PyDataset):
         else:
             x, y = x.copy(), y.copy()
         extra = self.extra_inputs(index)
+        if self.targets_as_input:
+            extra = {**extra, "targets": y}
+            y = np.zeros_like(y)
         if extra:
             x = {"tokens": x, **extra}
         return x, y, weights

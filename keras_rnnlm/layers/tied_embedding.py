@@ -10,6 +10,9 @@ import copy
 import keras
 from keras import ops
 
+from keras_rnnlm.layers.sampled_softmax import UnigramSampler
+from keras_rnnlm.layers.sampled_softmax import sampled_logits
+
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
 class TiedEmbedding(keras.layers.Embedding):
@@ -27,11 +30,20 @@ class TiedEmbedding(keras.layers.Embedding):
             reverse mode).
         use_output_bias: add the decoder's own bias (default True).
         output_bias_initializer: its initializer (default zeros).
+        num_sampled: train the decoder with a sampled softmax over this
+            many candidates (:mod:`keras_rnnlm.layers.sampled_softmax`;
+            0: always the full softmax).
+        sampler_power: the candidate sampler's ``power``.
+        sampler_seed: the candidate sampler's seed.
         **kwargs: every argument of ``keras.layers.Embedding``.
 
     Call arguments:
         inputs: int ids (embed) or float features (``reverse=True``).
         reverse: decode instead of embed.
+        targets: ``reverse=True`` with ``num_sampled``: the int target ids;
+            with ``training=True`` the call returns the sampled-softmax
+            logits ``(..., num_sampled + 1)``, the target's in column 0.
+        training: see ``targets``.
 
     Example:
 
@@ -47,6 +59,9 @@ class TiedEmbedding(keras.layers.Embedding):
         output_dim,
         use_output_bias=True,
         output_bias_initializer="zeros",
+        num_sampled=0,
+        sampler_power=1.0,
+        sampler_seed=None,
         **kwargs,
     ):
         super().__init__(input_dim, output_dim, **kwargs)
@@ -54,6 +69,13 @@ class TiedEmbedding(keras.layers.Embedding):
         self.output_bias_initializer = keras.initializers.get(
             output_bias_initializer
         )
+        self.num_sampled = int(num_sampled)
+        self.sampler_power = float(sampler_power)
+        self.sampler_seed = sampler_seed
+        if self.num_sampled:
+            self.sampler = UnigramSampler(
+                input_dim, sampler_power, seed=sampler_seed, name="sampler"
+            )
 
     def build(self, input_shape=None):
         super().build(input_shape)
@@ -73,16 +95,29 @@ class TiedEmbedding(keras.layers.Embedding):
                 names.append("output_bias")
         return spec
 
-    def call(self, inputs, reverse=False):
+    def call(self, inputs, reverse=False, targets=None, training=None):
         if not reverse:
             return super().call(inputs)
+        if training and self.num_sampled and targets is not None:
+            return sampled_logits(
+                inputs,
+                targets,
+                lambda ids: ops.take(self.embeddings, ids, axis=0),
+                (lambda ids: ops.take(self.output_bias, ids))
+                if self.use_output_bias
+                else None,
+                self.sampler,
+                self.num_sampled,
+            )
         kernel = ops.cast(self.embeddings, inputs.dtype)
         logits = ops.matmul(inputs, ops.transpose(kernel))
         if self.use_output_bias:
             logits = logits + ops.cast(self.output_bias, logits.dtype)
         return logits
 
-    def compute_output_spec(self, inputs, reverse=False):
+    def compute_output_spec(
+        self, inputs, reverse=False, targets=None, training=None
+    ):
         if not reverse:
             return super().compute_output_spec(inputs)
         shape = (*inputs.shape[:-1], self.input_dim)
@@ -100,5 +135,8 @@ class TiedEmbedding(keras.layers.Embedding):
             output_bias_initializer=keras.initializers.serialize(
                 self.output_bias_initializer
             ),
+            num_sampled=self.num_sampled,
+            sampler_power=self.sampler_power,
+            sampler_seed=self.sampler_seed,
         )
         return config

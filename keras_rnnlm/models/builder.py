@@ -23,6 +23,7 @@ from keras_rnnlm.layers.major_minor_lstm import split_units
 from keras_rnnlm.layers.mixture_of_softmaxes import MixtureLogProbs
 from keras_rnnlm.layers.mixture_of_softmaxes import MixtureOfSoftmaxes
 from keras_rnnlm.layers.one_hot import OneHot
+from keras_rnnlm.layers.sampled_softmax import SampledSoftmaxDense
 from keras_rnnlm.layers.tied_embedding import TiedEmbedding
 from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
 from keras_rnnlm.models.recurrent_registry import make_recurrent_layer
@@ -93,6 +94,7 @@ def validate_model_config(config):
             f"fused weight-dropped LSTM), got {config.cell!r}"
         )
     _validate_major_minor(config)
+    _validate_sampled_softmax(config)
     if config.head == "mos" and not isinstance(config.mixture_components, int):
         raise ConfigError(
             "model.head='mos' needs model.mixture_components = K (an int)"
@@ -109,6 +111,24 @@ def validate_model_config(config):
                 "..., i_L], one count per source (embedding + each of the "
                 f"{len(config.hidden_sizes)} recurrent layers), got {comps!r}"
             )
+
+
+def _validate_sampled_softmax(config):
+    n = config.sampled_softmax
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ConfigError(
+            f"model.sampled_softmax must be an int >= 0, got {n!r}"
+        )
+    if n and config.head not in ("softmax", "tied"):
+        raise ConfigError(
+            "model.sampled_softmax needs a single softmax "
+            f"(model.head='softmax' or 'tied'), got {config.head!r}: a "
+            "mixture normalises each component over the whole vocabulary"
+        )
+    if config.sampler_power < 0:
+        raise ConfigError(
+            f"model.sampler_power must be >= 0, got {config.sampler_power}"
+        )
 
 
 def _validate_major_minor(config):
@@ -151,6 +171,7 @@ def build_language_model(
     seed=None,
     name="rnnlm",
     recurrent_output_hook=None,
+    targets_input=False,
 ):
     """Builds the language model described by ``config``.
 
@@ -169,22 +190,38 @@ def build_language_model(
             :mod:`keras_rnnlm.analysis.feature_masking`. It must keep the
             shape and add no trainable weight (weights are copied between
             models by their trainable variables).
+        targets_input: with ``config.sampled_softmax``, the training
+            model: a second int32 input ``targets`` (batch, time), and in
+            training the output is the sampled-softmax logits (batch,
+            time, S + 1) whose target is column 0 (train on labels 0, as
+            :class:`~keras_rnnlm.data.streams.LMSequence` with
+            ``targets_as_input`` serves them); outside training the full
+            logits. Ignored without ``config.sampled_softmax``.
 
     Returns:
         A functional ``keras.Model`` mapping int32 tokens (batch, time) to
-        float32 logits (batch, time, vocab).
+        float32 logits (batch, time, vocab); with a ``targets`` input it
+        takes ``{"tokens", "targets"}``.
     """
     validate_model_config(config)
-    tokens = keras.Input(
-        batch_shape=(batch_size if stateful else None, None),
-        dtype="int32",
-        name="tokens",
-    )
+    batch_shape = (batch_size if stateful else None, None)
+    tokens = keras.Input(batch_shape=batch_shape, dtype="int32", name="tokens")
+    targets = None
+    if targets_input and config.sampled_softmax:
+        targets = keras.Input(
+            batch_shape=batch_shape, dtype="int32", name="targets"
+        )
+    sampled = {
+        "num_sampled": config.sampled_softmax,
+        "sampler_power": config.sampler_power,
+    }
     init = _initializer(config.init_range, seed, 0)
     emb_kwargs = {"embeddings_initializer": init} if init else {}
     if config.input_encoding == "one_hot":
         embedding = OneHot(vocab_size, name="one_hot")
     elif config.head in TIED_HEADS:
+        if config.head == "tied":
+            emb_kwargs.update(sampled, sampler_seed=_seed(seed, 160))
         embedding = TiedEmbedding(
             vocab_size, config.embedding_dim, name="embedding", **emb_kwargs
         )
@@ -258,7 +295,7 @@ def build_language_model(
         )([x, raw])
         sources[-1] = x
     if config.head == "tied":
-        logits = embedding(x, reverse=True)
+        logits = embedding(x, reverse=True, targets=targets)
     elif config.head in ("mos", "doc"):
         logits = _mixture_head(config, embedding, sources, seed)
     else:
@@ -268,12 +305,25 @@ def build_language_model(
             if init
             else {}
         )
-        logits = keras.layers.Dense(vocab_size, name="decoder", **head_kwargs)(
-            x
-        )
+        if config.sampled_softmax:
+            decoder = SampledSoftmaxDense(
+                vocab_size,
+                seed=_seed(seed, 160),
+                name="decoder",
+                **sampled,
+                **head_kwargs,
+            )
+            logits = decoder(x, targets=targets)
+        else:
+            logits = keras.layers.Dense(
+                vocab_size, name="decoder", **head_kwargs
+            )(x)
     logits = keras.layers.Activation("linear", dtype="float32", name="logits")(
         logits
     )
+    if targets is not None:
+        inputs = {"tokens": tokens, "targets": targets}
+        return keras.Model(inputs, logits, name=name)
     return keras.Model(tokens, logits, name=name)
 
 
@@ -387,6 +437,42 @@ def recurrent_layers(model):
 
     walk(model)
     return found
+
+
+def has_targets_input(model):
+    """Whether ``model`` is a sampled-softmax training model (it takes
+    ``{"tokens", "targets"}``; see :func:`build_language_model`)."""
+    return isinstance(model.input, dict) and "targets" in model.input
+
+
+def _samplers(model):
+    from keras_rnnlm.layers.sampled_softmax import UnigramSampler
+
+    return [
+        layer
+        for layer in model._flatten_layers()
+        if isinstance(layer, UnigramSampler)
+    ]
+
+
+def model_parameters(model):
+    """``model.count_params()`` without the candidate samplers' word
+    counts (data, not parameters)."""
+    return model.count_params() - sum(s.vocab_size for s in _samplers(model))
+
+
+def set_sampler_counts(model, train_ids):
+    """Sets every candidate sampler's proposal from the training ids
+    (a no-op for a model without a sampled softmax)."""
+    import numpy as np
+
+    samplers = _samplers(model)
+    for sampler in samplers:
+        counts = np.bincount(
+            np.asarray(train_ids).ravel(), minlength=sampler.vocab_size
+        )
+        sampler.set_counts(counts[: sampler.vocab_size])
+    return len(samplers)
 
 
 def reset_states(model):

@@ -281,10 +281,22 @@ def wt103_preset(major_minor=True):
     }
 
 
+#: Candidates per step of the sampled-softmax WT103 presets (as in
+#: Jozefowicz et al. 2016 for the 793k-word One Billion Word vocabulary).
+WT103_SAMPLED = 8192
+
+
 def wt103_presets(out_root="runs"):
     """``{"paper": MMLSTM LM, "lstm": LSTM LM}`` of
-    ``recipes/mmlstm_wt103.py``."""
+    ``recipes/mmlstm_wt103.py``, and ``paper_sampled`` / ``lstm_sampled``:
+    the same models trained with a sampled softmax of
+    :data:`WT103_SAMPLED` candidates (validation and test: full)."""
     presets = {"paper": wt103_preset(True), "lstm": wt103_preset(False)}
+    for name in ("paper", "lstm"):
+        p = copy.deepcopy(presets[name])
+        p["name"] += "_sampled"
+        p["model"]["sampled_softmax"] = WT103_SAMPLED
+        presets[f"{name}_sampled"] = p
     for p in presets.values():
         p["train"]["out_dir"] = f"{out_root}/{p['name']}"
     return presets

@@ -33,6 +33,9 @@ from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import validate_model_config
+from keras_rnnlm.models.builder import has_targets_input
+from keras_rnnlm.models.builder import model_parameters
+from keras_rnnlm.models.builder import set_sampler_counts
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -61,11 +64,17 @@ def make_optimizer(train_config):
 
 
 def compile_model(model, train_config, char_level=False):
-    """Compiles with the package's loss and exact token metrics."""
+    """Compiles with the package's loss and exact token metrics.
+
+    A sampled-softmax training model (a ``targets`` input) reports its
+    training metrics as ``sampled_nll`` / ``sampled_ppl``: over the
+    sampled candidates, not the vocabulary (validation is full).
+    """
+    prefix = "sampled_" if has_targets_input(model) else ""
     model.compile(
         optimizer=make_optimizer(train_config),
         loss=TokenCrossEntropy(),
-        weighted_metrics=lm_metrics(char_level),
+        weighted_metrics=lm_metrics(char_level, prefix=prefix),
         jit_compile=train_config.jit_compile,
     )
     return model
@@ -76,13 +85,25 @@ def prepare_run(config):
     validate_model_config(config.model)
     keras.config.set_dtype_policy(config.train.dtype_policy)
     keras.utils.set_random_seed(config.train.seed)
-    d = config.data
     corpus = load_run_corpus(config)
-    model = build_language_model(
-        config.model, len(corpus.vocab), d.batch_size, seed=config.train.seed
-    )
+    model = build_training_model(config, corpus)
     compile_model(model, config.train, corpus.is_char_level)
     return corpus, model
+
+
+def build_training_model(config, corpus):
+    """The stateful training model of a run: with
+    ``model.sampled_softmax`` it takes the targets too, and its candidate
+    sampler is set from the training counts."""
+    model = build_language_model(
+        config.model,
+        len(corpus.vocab),
+        config.data.batch_size,
+        seed=config.train.seed,
+        targets_input=True,
+    )
+    set_sampler_counts(model, corpus.train)
+    return model
 
 
 def load_run_corpus(config, vocab=None):
@@ -121,6 +142,7 @@ def make_train_stream(config, corpus):
     """
     d = config.data
     max_len = None
+    sampled = bool(config.model.sampled_softmax)
     if d.variable_bptt and d.bptt_max_delta is not None:
         max_len = d.bptt + d.bptt_max_delta
     return LMSequence(
@@ -132,6 +154,7 @@ def make_train_stream(config, corpus):
         pad_to=None if d.variable_bptt else d.bptt,
         max_len=max_len,
         multiple=d.bptt_multiple if d.variable_bptt else 1,
+        targets_as_input=sampled,
     )
 
 
@@ -160,7 +183,7 @@ def train(config, callbacks=(), resume=True, init_weights=None):
     out = config.train.out_dir
     os.makedirs(out, exist_ok=True)
     corpus, model = prepare_run(config)
-    n_params = model.count_params()
+    n_params = model_parameters(model)
     print(f"{config.name}: {n_params:,} parameters")
     atomic_write_text(os.path.join(out, "config.json"), config.to_json())
     corpus.vocab.save(os.path.join(out, "vocab.json"))
@@ -279,13 +302,15 @@ def _epoch_data(stream):
         for i in range(len(stream)):
             yield stream[i]
 
+    def spec(dtype):
+        return tf.TensorSpec((b, None), dtype)
+
+    x_spec = spec(tf.int32)
+    if stream.targets_as_input:
+        x_spec = {"tokens": x_spec, "targets": spec(tf.int32)}
     data = tf.data.Dataset.from_generator(
         batches,
-        output_signature=(
-            tf.TensorSpec((b, None), tf.int32),
-            tf.TensorSpec((b, None), tf.int32),
-            tf.TensorSpec((b, None), tf.float32),
-        ),
+        output_signature=(x_spec, spec(tf.int32), spec(tf.float32)),
     )
     # A known cardinality: otherwise Keras runs one more step than there
     # are batches (to find the end), and per-batch callbacks see an index

@@ -125,13 +125,14 @@ class RunConfigHyperModel(keras_tuner.HyperModel):
 
     def build(self, hp):
         from keras_rnnlm.models import validate_model_config
+        from keras_rnnlm.training.trainer import build_training_model
         from keras_rnnlm.training.trainer import compile_model
 
         config = self.run_config(hp)
         validate_model_config(config.model)
         keras.config.set_dtype_policy(config.train.dtype_policy)
         keras.utils.set_random_seed(config.train.seed)
-        model = build_model(config, self.vocab_size)
+        model = build_training_model(config, self.corpus)
         return compile_model(
             model, config.train, getattr(self.corpus, "is_char_level", False)
         )
@@ -172,6 +173,7 @@ class RunConfigHyperModel(keras_tuner.HyperModel):
             d.bptt,
             seed=config.train.seed,
             pad_to=d.bptt,
+            targets_as_input=bool(config.model.sampled_softmax),
         )
         cbs = [*self.trial_callbacks(config), *(callbacks or ())]
         self.trials_run += 1
@@ -182,18 +184,6 @@ class RunConfigHyperModel(keras_tuner.HyperModel):
             shuffle=False,
             verbose=kwargs.get("verbose", config.train.verbose),
         )
-
-
-def build_model(config, vocab_size):
-    """The training model of a trial config (stateful, the run's batch)."""
-    from keras_rnnlm.models import build_language_model
-
-    return build_language_model(
-        config.model,
-        vocab_size,
-        config.data.batch_size,
-        seed=config.train.seed,
-    )
 
 
 def trial_table(tuner, describe=None):

@@ -94,3 +94,58 @@ def test_init_range_uniform():
     for w in model.trainable_weights:
         v = ops.convert_to_numpy(w)
         assert np.abs(v).max() <= 0.05 + 1e-7
+
+
+@pytest.mark.parametrize("head", ["tied", "softmax"])
+def test_sampled_softmax_training_model_and_full_eval_twin(head, tmp_path):
+    from keras_rnnlm.models.builder import has_targets_input
+    from keras_rnnlm.models.builder import model_parameters
+    from keras_rnnlm.models.builder import set_sampler_counts
+
+    cfg = ModelConfig(
+        embedding_dim=8, hidden_sizes=[8], head=head, sampled_softmax=6
+    )
+    train = build_language_model(
+        cfg, 40, None, stateful=False, seed=0, targets_input=True
+    )
+    twin = build_language_model(cfg, 40, None, stateful=False, seed=0)
+    assert has_targets_input(train) and not has_targets_input(twin)
+    assert set_sampler_counts(train, np.arange(40).repeat(3)) == 1
+    x = np.random.default_rng(0).integers(0, 40, (3, 5)).astype("int32")
+    inputs = {"tokens": x, "targets": x}
+    assert tuple(train(inputs, training=True).shape) == (3, 5, 7)
+    full = ops.convert_to_numpy(train(inputs))
+    assert full.shape == (3, 5, 40)
+    # same weights, same names: the training file loads into the twin
+    path = str(tmp_path / "w.weights.h5")
+    train.save_weights(path)
+    twin.load_weights(path)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(twin(x)), full, rtol=1e-5, atol=1e-6
+    )
+    assert len(twin.trainable_weights) == len(train.trainable_weights)
+    # without sampling the model has one input and ignores targets_input;
+    # the same parameters (the sampler's word counts are not counted)
+    plain = dataclasses.replace(cfg, sampled_softmax=0)
+    plain_model = build_language_model(plain, 40, None, stateful=False)
+    assert not has_targets_input(
+        build_language_model(plain, 40, 2, targets_input=True)
+    )
+    assert model_parameters(train) == plain_model.count_params()
+
+
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        ({"head": "mos", "mixture_components": 2}, "single softmax"),
+        ({"sampled_softmax": -1}, "int >= 0"),
+        ({"sampled_softmax": 2.5}, "int >= 0"),
+        ({"sampled_softmax": 4, "sampler_power": -0.5}, "sampler_power"),
+    ],
+)
+def test_sampled_softmax_config_errors(changes, match):
+    cfg = ModelConfig(
+        embedding_dim=8, hidden_sizes=[8], head="tied", sampled_softmax=4
+    )
+    with pytest.raises(ConfigError, match=match):
+        build_language_model(dataclasses.replace(cfg, **changes), 40, 2)

@@ -1,0 +1,231 @@
+"""Sampled vs full softmax: training speed at the WikiText-103 vocabulary,
+and what the sampled loss buys in full-softmax perplexity.
+
+Two parts, each full and sampled side by side in one process:
+
+* ``speed``: the training step of ``recipes/mmlstm_wt103.py``'s models
+  (MMLSTM LM or LSTM LM, tied, vocabulary 267,735, bptt 70, Adam,
+  clipping 0.25) on Zipf-distributed random tokens, with the full softmax
+  and with ``model.sampled_softmax = S`` (default 8,192), compiled by the
+  package's ``compile_model``; median tokens/s of ``--repeats`` timed
+  ``fit`` passes of ``--steps`` steps each, interleaved. The batch is
+  lowered from the paper's 128 (``--batch``): the full-softmax logits of
+  128 x 70 tokens are 9.6 GB (twice that with their gradient).
+* ``quality``: a small tied LSTM LM trained through the package's
+  trainer (``keras_rnnlm.training.train``) on WikiText-2 (33,278 words)
+  for ``--epochs`` epochs on the first ``--train-tokens`` training
+  tokens (``data.max_tokens``), once with the full softmax and once
+  sampled (``--quality-sampled``, default 1,024); both evaluated with
+  the full softmax on the whole validation split. Needs the corpus
+  (``$KERAS_RNNLM_DATA``).
+
+Records go to ``bench/results/sampled_softmax.jsonl`` (render with
+``python bench/make_results.py``).
+
+    python bench/sampled_softmax.py --part speed --threads 1
+    python bench/sampled_softmax.py --part quality --threads 1
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+
+from _records import common_fields  # noqa: E402
+from _records import set_threads  # noqa: E402
+
+WT103_VOCAB = 267735
+RESULTS = os.path.join(HERE, "results", "sampled_softmax.jsonl")
+
+
+def _zipf_ids(rng, shape, vocab):
+    """Token ids with a Zipf(1) rank distribution (like words)."""
+    import numpy as np
+
+    u = rng.random(shape)
+    return np.minimum(np.exp(u * np.log(vocab + 1)) - 1, vocab - 1).astype(
+        "int32"
+    )
+
+
+def speed(args):
+    import dataclasses
+
+    import keras
+    import numpy as np
+
+    from keras_rnnlm.config import RunConfig
+    from keras_rnnlm.models import build_language_model
+    from keras_rnnlm.models.builder import set_sampler_counts
+    from keras_rnnlm.presets.major_minor_lstm import wt103_preset
+    from keras_rnnlm.training import compile_model
+
+    preset = RunConfig.from_dict(wt103_preset(args.model == "mmlstm"))
+    batch, bptt = args.batch, preset.data.bptt
+    rng = np.random.default_rng(0)
+    n = batch * args.steps
+    x = _zipf_ids(rng, (n, bptt), WT103_VOCAB)
+    y = _zipf_ids(rng, (n, bptt), WT103_VOCAB)
+    models = {}
+    for name, s in (("full", 0), ("sampled", args.sampled)):
+        cfg = dataclasses.replace(preset.model, sampled_softmax=s)
+        keras.utils.set_random_seed(0)
+        model = build_language_model(
+            cfg, WT103_VOCAB, batch, seed=0, targets_input=True
+        )
+        set_sampler_counts(model, y)
+        compile_model(model, preset.train)
+        if s:
+            data = ({"tokens": x, "targets": y}, np.zeros_like(y))
+        else:
+            data = (x, y)
+        warm = tuple(
+            {k: v[: 2 * batch] for k, v in d.items()}
+            if isinstance(d, dict)
+            else d[: 2 * batch]
+            for d in data
+        )
+        model.fit(*warm, batch_size=batch, verbose=0, shuffle=False)
+        models[name] = (model, data)
+    rates = {name: [] for name in models}
+    for _ in range(args.repeats):
+        for name, (model, data) in models.items():
+            t = time.perf_counter()
+            model.fit(*data, batch_size=batch, verbose=0, shuffle=False)
+            rates[name].append(x.size / (time.perf_counter() - t))
+    full = statistics.median(rates["full"])
+    sampled = statistics.median(rates["sampled"])
+    params = int(
+        sum(np.prod(w.shape) for w in models["full"][0].trainable_weights)
+    )
+    print(
+        f"{args.model} WT103 vocab {WT103_VOCAB:,}, {params:,} params, "
+        f"batch {batch} x {bptt}: full {full:,.0f} tok/s "
+        f"{[round(r) for r in rates['full']]}, sampled S={args.sampled} "
+        f"{sampled:,.0f} tok/s {[round(r) for r in rates['sampled']]}: "
+        f"{sampled / full:.2f}x"
+    )
+    return [
+        {
+            "kind": "throughput",
+            "name": f"sampled_softmax_{args.model}_wt103_train",
+            "model": f"sampled S={args.sampled}",
+            "value": round(sampled, 1),
+            "unit": "tok/s",
+            "reference": round(full, 1),
+            "reference_name": "full softmax, same model, same process",
+            "ratio": round(sampled / full, 3),
+            "params": params,
+            "batch": batch,
+            "bptt": bptt,
+            "vocab": WT103_VOCAB,
+            "repeats": args.repeats,
+            "steps": args.steps,
+        }
+    ]
+
+
+def quality(args):
+    from keras_rnnlm.config import RunConfig
+    from keras_rnnlm.training import train
+
+    base = {
+        "name": "sampled_softmax_quality",
+        "data": {
+            "corpus": "wikitext2",
+            "batch_size": 20,
+            "bptt": 35,
+            "eval_batch_size": 10,
+            "test_batch_size": 10,
+        },
+        "model": {
+            "embedding_dim": 200,
+            "hidden_sizes": [200],
+            "head": "tied",
+            "dropout": 0.2,
+            "init_range": 0.1,
+        },
+        "train": {
+            "epochs": args.epochs,
+            "optimizer": "adam",
+            "learning_rate": 2e-3,
+            "clipnorm": 0.25,
+            "lr_schedule": {"name": "constant"},
+            "tensorboard": False,
+            "verbose": 0,
+        },
+    }
+    results = {}
+    root = tempfile.mkdtemp(prefix="sampled_softmax_")
+    for name, s in (("full", 0), ("sampled", args.quality_sampled)):
+        config = RunConfig.from_dict(base)
+        config.model.sampled_softmax = s
+        config.train.out_dir = os.path.join(root, name)
+        # cuts every split; WT2's valid/test (217,646 / 245,569 tokens)
+        # stay whole for any value above that
+        config.data.max_tokens = args.train_tokens
+        t = time.perf_counter()
+        r = train(config, resume=False)
+        seconds = time.perf_counter() - t
+        results[name] = (r["valid"]["ppl"], seconds)
+        print(
+            f"{name}: valid ppl {r['valid']['ppl']:.2f} (full softmax), "
+            f"{seconds:.0f} s for {args.epochs} epoch(s) + evaluation"
+        )
+    (full, t_full), (sampled, t_sampled) = results["full"], results["sampled"]
+    return [
+        {
+            "kind": "quality",
+            "name": "sampled_softmax_wikitext2_small_valid",
+            "model": f"tied LSTM 200, sampled S={args.quality_sampled}",
+            "value": round(sampled, 2),
+            "unit": "ppl (full softmax)",
+            "reference": round(full, 2),
+            "reference_name": "same model trained with the full softmax",
+            "ratio": round(sampled / full, 3),
+            "epochs": args.epochs,
+            "train_tokens": args.train_tokens,
+            "seconds": round(t_sampled, 1),
+            "reference_seconds": round(t_full, 1),
+        }
+    ]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--part", choices=("speed", "quality"), required=True)
+    parser.add_argument("--model", choices=("mmlstm", "lstm"), default="mmlstm")
+    parser.add_argument("--sampled", type=int, default=8192)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quality-sampled", type=int, default=1024)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--train-tokens", type=int, default=500_000)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--no-record", action="store_true")
+    args = parser.parse_args(argv)
+    if args.part == "quality" and args.train_tokens < 245569:
+        parser.error(
+            "--train-tokens must keep WT2's valid/test whole (>= 245,569)"
+        )
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    set_threads(args.threads)
+    records = speed(args) if args.part == "speed" else quality(args)
+    if args.no_record:
+        return
+    fields = common_fields("sampled_softmax.py", argv, args.threads)
+    with open(RESULTS, "a") as f:
+        for r in records:
+            f.write(json.dumps({**r, **fields}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
