@@ -15,8 +15,10 @@ Two parts, each full and sampled side by side in one process:
   trainer (``keras_rnnlm.training.train``) on WikiText-2 (33,278 words)
   for ``--epochs`` epochs on the first ``--train-tokens`` training
   tokens (``data.max_tokens``), once with the full softmax and once
-  sampled (``--quality-sampled``, default 1,024); both evaluated with
-  the full softmax on the whole validation split. Needs the corpus
+  sampled (``--quality-sampled``, default 1,024; ``--sampled-epochs``:
+  one sampled run per value); all evaluated with the full softmax on the
+  whole validation split; the records give the training time without
+  validation. Needs the corpus
   (``$KERAS_RNNLM_DATA``).
 
 Records go to ``bench/results/sampled_softmax.jsonl`` (render with
@@ -33,6 +35,8 @@ import statistics
 import sys
 import tempfile
 import time
+
+import keras
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
@@ -132,6 +136,22 @@ def speed(args):
     ]
 
 
+class TrainTimer(keras.callbacks.Callback):
+    """Seconds spent in training batches (each epoch from its start to its
+    last batch: without the validation pass and the checkpoints)."""
+
+    seconds = 0.0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = self._last = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._last = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds += self._last - self._start
+
+
 def quality(args):
     from keras_rnnlm.config import RunConfig
     from keras_rnnlm.training import train
@@ -208,6 +228,13 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quality-sampled", type=int, default=1024)
     parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument(
+        "--sampled-epochs",
+        type=int,
+        nargs="+",
+        help="epochs of the sampled runs (default: --epochs), e.g. 1 2 "
+        "for an equal-steps and a ~equal-time comparison",
+    )
     parser.add_argument("--train-tokens", type=int, default=500_000)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-record", action="store_true")
