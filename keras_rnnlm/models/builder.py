@@ -24,6 +24,7 @@ from keras_rnnlm.layers.mixture_of_softmaxes import MixtureLogProbs
 from keras_rnnlm.layers.mixture_of_softmaxes import MixtureOfSoftmaxes
 from keras_rnnlm.layers.one_hot import OneHot
 from keras_rnnlm.layers.sampled_softmax import SampledSoftmaxDense
+from keras_rnnlm.layers.sampled_softmax import UnigramSampler
 from keras_rnnlm.layers.tied_embedding import TiedEmbedding
 from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
 from keras_rnnlm.models.recurrent_registry import make_recurrent_layer
@@ -446,13 +447,10 @@ def has_targets_input(model):
 
 
 def _samplers(model):
-    from keras_rnnlm.layers.sampled_softmax import UnigramSampler
-
-    return [
-        layer
-        for layer in model._flatten_layers()
-        if isinstance(layer, UnigramSampler)
-    ]
+    """The candidate samplers of the model's decoder (tied embedding or
+    ``SampledSoftmaxDense``)."""
+    found = [getattr(layer, "sampler", None) for layer in model.layers]
+    return [s for s in found if isinstance(s, UnigramSampler)]
 
 
 def model_parameters(model):
