@@ -46,6 +46,16 @@ MMLSTM / AWD-LSTM-MoS training-throughput ratio).
     nice -n 5 python bench/awd_throughput.py
     python bench/awd_throughput.py --preset cpu --models awd_lstm --steps 5
 
+``--device gpu`` (a lent GPU machine, ``../shared/notes/gpu.md``): Keras
+runs on the JAX backend on the GPU (no TensorFlow there) and PyTorch on
+CUDA with cuDNN ``nn.LSTM``; each timestamp waits for the device (Keras:
+the step's loss is read back; torch: ``torch.cuda.synchronize()``), and the
+memory records are the GPU peak of the process (JAX
+``peak_bytes_in_use`` / ``torch.cuda.max_memory_allocated``).
+
+    python bench/awd_throughput.py --device gpu --steps 20 --warmup 3 \
+        --eval-windows 20 40 --threads 0 --out $OUT/awd_gpu.jsonl
+
 Full-size steps take 3-20 s each on the shared 2-core CPU this was written
 on: the defaults (2 warm-up steps, 3 timed, evaluation windows 3 at batch
 10 and 6 at batch 1, 2 interleaved repeats, 1 thread each) take about 20
@@ -76,6 +86,8 @@ RECIPES = {
     "awd_lstm_doc": "recipes/awd_lstm_doc_ptb.py",
     "mmlstm": "recipes/mmlstm_ptb.py",
 }
+#: ["cpu"] or ["gpu"] (set from --device in every process).
+DEVICE = ["cpu"]
 EVAL_METHOD = (
     "model.evaluate of a keras_rnnlm.evaluation.Evaluator's stateful model "
     "on its LMSequence stream; first window untimed"
@@ -174,9 +186,10 @@ def _split_units(units, r):
 def measure_keras(name, workdir, steps, warmup, eval_windows, threads):
     import keras
     import numpy as np
-    import tensorflow as tf
 
-    if threads:
+    if threads and keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(1)
     from keras_rnnlm.config import RunConfig
@@ -210,6 +223,7 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, threads):
 
     class Timer(keras.callbacks.Callback):
         def on_train_batch_end(self, batch, logs=None):
+            float(logs["loss"])  # waits for the step (async backends)
             times.append(time.perf_counter())
 
     model.fit(stream, epochs=1, shuffle=False, verbose=0, callbacks=[Timer()])
@@ -235,6 +249,7 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, threads):
 
         class EvalTimer(keras.callbacks.Callback):
             def on_test_batch_end(self, batch, logs=None):
+                float(logs["loss"])  # waits for the step (async backends)
                 times.append(time.perf_counter())
 
         reset_states(ev.model)
@@ -242,6 +257,12 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, threads):
         out[key] = windows * batch * bptt / (times[-1] - times[0])
         out[key + "_batch"] = batch
     out["params"] = params
+    if keras.backend.backend() == "jax":
+        import jax
+
+        stats = jax.devices()[0].memory_stats() or {}
+        if "peak_bytes_in_use" in stats:
+            out["gpu_peak_mb"] = stats["peak_bytes_in_use"] / 2**20
     return out
 
 
@@ -422,10 +443,23 @@ def measure_torch(name, workdir, steps, warmup, eval_windows, threads):
     if threads:
         torch.set_num_threads(threads)
         torch.set_num_interop_threads(1)
+    cuda = torch.cuda.is_available() and DEVICE[0] == "gpu"
+    dev = torch.device("cuda" if cuda else "cpu")
+
+    def now():
+        if cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def on_device(h):
+        if isinstance(h, torch.Tensor):
+            return h.to(dev)
+        return type(h)(on_device(x) for x in h)
+
     cfg, train_ids, valid_ids, vocab = _load(workdir, name)
     m, d, tr = cfg["model"], cfg["data"], cfg["train"]
     torch.manual_seed(tr["seed"])
-    model = _torch_model(m, vocab)
+    model = _torch_model(m, vocab).to(dev)
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.SGD(
         model.parameters(),
@@ -434,9 +468,13 @@ def measure_torch(name, workdir, steps, warmup, eval_windows, threads):
     )
 
     def windows(ids, batch, bptt, n):
-        data = torch.from_numpy(
-            np.asarray(ids[: _train_len(batch, bptt, n)], "int64")
-        ).view(batch, -1)
+        data = (
+            torch.from_numpy(
+                np.asarray(ids[: _train_len(batch, bptt, n)], "int64")
+            )
+            .view(batch, -1)
+            .to(dev)
+        )
         for k in range(n):
             s = k * bptt
             yield data[:, s : s + bptt].t(), data[:, s + 1 : s + bptt + 1].t()
@@ -454,7 +492,7 @@ def measure_torch(name, workdir, steps, warmup, eval_windows, threads):
 
     batch, bptt = d["batch_size"], d["bptt"]
     model.train()
-    hidden = model.init_hidden(batch)
+    hidden = on_device(model.init_hidden(batch))
     times = []
     for x, y in windows(train_ids, batch, bptt, warmup + steps):
         hidden = detach(hidden)
@@ -464,7 +502,7 @@ def measure_torch(name, workdir, steps, warmup, eval_windows, threads):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), tr["clipnorm"])
         opt.step()
-        times.append(time.perf_counter())
+        times.append(now())
     step_s = np.diff(times[warmup - 1 :])
     result = {
         "train": steps * batch * bptt / float(np.sum(step_s)),
@@ -475,16 +513,18 @@ def measure_torch(name, workdir, steps, warmup, eval_windows, threads):
         ("eval_b10", "eval_b1"), _eval_plan(cfg, eval_windows)
     ):
         # n + 1 windows with the state carried; the first is not timed.
-        hidden = model.init_hidden(eb)
+        hidden = on_device(model.init_hidden(eb))
         times, total = [], 0.0
         with torch.no_grad():
             for x, y in windows(valid_ids, eb, ebptt, n + 1):
                 out, hidden, _ = model(x, hidden)
                 total += float(loss_of(out, y)) * y.numel()
-                times.append(time.perf_counter())
+                times.append(now())
         result[key] = n * eb * ebptt / (times[-1] - times[0])
         result[key + "_batch"] = eb
     result["params"] = params
+    if cuda:
+        result["gpu_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return result
 
 
@@ -573,6 +613,8 @@ def child(impl, name, workdir, steps, warmup, eval_windows, threads):
     fn = measure_torch if impl == "torch" else measure_keras
     result = fn(name, workdir, steps, warmup, eval_windows, threads)
     result["rss_mb"] = _peak_rss_mb()
+    if DEVICE[0] == "gpu":
+        result.setdefault("gpu_peak_mb", float("nan"))
     print(json.dumps(result))
 
 
@@ -590,11 +632,12 @@ def run_child(args, impl, name, workdir):
         str(args.warmup),
         "--eval-windows",
         *map(str, args.eval_windows),
+        "--device",
+        args.device,
     ]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    env = _child_env(args.device)
     if args.threads:
         env["TF_NUM_INTRAOP_THREADS"] = str(args.threads)
         env["TF_NUM_INTEROP_THREADS"] = "1"
@@ -609,6 +652,32 @@ def run_child(args, impl, name, workdir):
     result["wall_s"] = time.perf_counter() - t
     result["load_average"] = os.getloadavg()[0]
     return result
+
+
+def _child_env(device):
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if device == "gpu":
+        # No TensorFlow on the GPU machine; JAX allocates as it goes (so
+        # its peak is the model's, like torch's).
+        env["KERAS_BACKEND"] = "jax"
+        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    return env
+
+
+def _describe_device(device):
+    if device == "cpu":
+        cpu = platform.processor() or platform.machine()
+        return f"CPU {cpu}, {os.cpu_count()} cores", "torch 2.13 CPU"
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("--device gpu: torch sees no CUDA device")
+    name = torch.cuda.get_device_name()
+    return (
+        f"GPU {name}; Keras on JAX",
+        f"torch {torch.__version__.split('+')[0]} CUDA (cuDNN nn.LSTM)",
+    )
 
 
 def _git_commit():
@@ -670,8 +739,15 @@ def main():
         "torch model, inference log-probabilities compared)",
     )
     p.add_argument("--out", default=os.path.join(HERE, "results", "awd.jsonl"))
+    p.add_argument(
+        "--device",
+        choices=["cpu", "gpu"],
+        default="cpu",
+        help="gpu: Keras on JAX on the GPU vs torch on CUDA (see above)",
+    )
     p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
+    DEVICE[0] = args.device
     if args.warmup < 1:
         p.error("--warmup must be >= 1")
     for name in args.models:
@@ -691,8 +767,7 @@ def main():
 
     start = time.perf_counter()
     command = " ".join(["python bench/awd_throughput.py", *sys.argv[1:]])
-    device = f"CPU {platform.processor() or platform.machine()}, "
-    device += f"{os.cpu_count()} cores"
+    device, torch_name = _describe_device(args.device)
     date = datetime.date.today().isoformat()
     workdir = tempfile.mkdtemp(prefix="awd_throughput_")
     try:
@@ -713,7 +788,7 @@ def main():
             capture_output=True,
             text=True,
             check=False,
-            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+            env=_child_env(args.device),
         )
         if out.returncode != 0:
             raise RuntimeError(f"preparation failed:\n{out.stderr[-4000:]}")
@@ -748,6 +823,7 @@ def main():
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
+    mem = "gpu_peak_mb" if args.device == "gpu" else "rss_mb"
     med = {
         key: {
             k: statistics.median(s[k] for s in runs)
@@ -755,7 +831,7 @@ def main():
                 "train",
                 "eval_b10",
                 "eval_b1",
-                "rss_mb",
+                mem,
                 "params",
                 "load_average",
             )
@@ -775,6 +851,8 @@ def main():
         d, m = cfg["data"], cfg["model"]
         ref = med.get((name, "torch"))
         base = f"{name}_ptb_{args.preset}"
+        if args.device == "gpu":
+            base += "_gpu"
         lstm_sizes = _lstm_sizes(m)
         for impl in args.impls:
             res = med[name, impl]
@@ -823,8 +901,8 @@ def main():
                         "value": round(res[phase], 1),
                         "unit": "tok/s",
                         "reference": round(ref[phase], 1) if ref else None,
-                        "reference_name": "torch 2.13 CPU, same architecture, "
-                        "same run",
+                        "reference_name": f"{torch_name}, same "
+                        "architecture, same run",
                         "ratio": round(res[phase] / ref[phase], 3)
                         if ref
                         else None,
@@ -837,19 +915,21 @@ def main():
             records.append(
                 {
                     "kind": "memory",
-                    "name": f"{base}_peak_rss",
+                    "name": f"{base}_peak_{mem.split('_')[0]}",
                     "model": impl,
-                    "value": round(res["rss_mb"], 1),
+                    "value": round(res[mem], 1),
                     "unit": "MB",
-                    "reference": round(ref["rss_mb"], 1) if ref else None,
-                    "reference_name": "torch 2.13 CPU, same run",
-                    "ratio": round(res["rss_mb"] / ref["rss_mb"], 3)
-                    if ref
-                    else None,
+                    "reference": round(ref[mem], 1) if ref else None,
+                    "reference_name": f"{torch_name}, same run",
+                    "ratio": round(res[mem] / ref[mem], 3) if ref else None,
                     **common,
                     **info,
                     "note": "peak RSS of the whole subprocess (train + "
-                    "both evaluations)",
+                    "both evaluations)"
+                    if mem == "rss_mb"
+                    else "peak GPU memory of the subprocess (train + both "
+                    "evaluations): JAX peak_bytes_in_use / "
+                    "torch.cuda.max_memory_allocated",
                 }
             )
         if (name, "keras") in med and ref:

@@ -7,7 +7,9 @@ their gradients, carried recurrent state through the compiled
 predict/evaluate steps, streaming evaluation equal to a whole-stream
 pass, and the dynamic-evaluation steps (jitted stateless_call + update)
 against hand-computed ones, and the sampled-softmax sampler, logits and a
-sampled-softmax training run.
+sampled-softmax training run, the Major-Minor LSTM's fused branches, and
+the callbacks that read or write variables inside ``fit`` (the JAX
+trainer keeps the state outside the variables during an epoch).
 """
 
 import os
@@ -21,12 +23,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SELECTION = {
     "layers/test_multiplicative.py": "(matches_numpy and auto) or gradients",
     "layers/test_stateful.py": "carries_state and (lstm or mlstm)",
-    "layers/test_major_minor_lstm.py": "carries_state",
+    "layers/test_major_minor_lstm.py": "carries_state or fused_branches "
+    "or stateful_carries_both",
     "layers/test_recurrence.py": "forward_only_gives",
     "test_metrics.py": "independent or gradient_is_softmax",
     "evaluation/test_dynamic.py": "update_rule_matches_hand_computed",
     "layers/test_sampled_softmax.py": "sampler_draws or float64_reference",
     "training/test_sampled_softmax_training.py": "learns_and_reports_full",
+    "callbacks/test_regularization.py": "through_fit",
+    "callbacks/test_nt_asgd.py": "through_fit",
+    "training/test_awd_training.py": "variable_windows",
 }
 
 

@@ -11,6 +11,22 @@ construction time (Keras Tuner deep-copies callbacks per trial).
 import keras
 
 
+def sync_model_state(model):
+    """Makes ``model``'s variables current before a callback reads or
+    writes them in the middle of an epoch.
+
+    Keras's JAX trainer keeps the training state outside the variables
+    during an epoch (it even purges their values) and only syncs at epoch
+    boundaries; :meth:`jax_state_sync` writes the current state back and
+    makes the next step re-read it, so a variable read here sees this
+    step's value and an assignment here reaches the next step. A no-op on
+    the other backends (their steps update the variables in place).
+    """
+    sync = getattr(model, "jax_state_sync", None)
+    if sync is not None:
+        sync()
+
+
 class StatefulCallback(keras.callbacks.Callback):
     """A callback whose state survives a resume.
 

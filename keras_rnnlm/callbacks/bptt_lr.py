@@ -2,6 +2,8 @@
 
 import keras
 
+from keras_rnnlm.callbacks.base import sync_model_state
+
 
 class SequenceLengthLRScale(keras.callbacks.Callback):
     """Scales each step's learning rate by ``seq_len / bptt``.
@@ -30,9 +32,11 @@ class SequenceLengthLRScale(keras.callbacks.Callback):
         self.base_lr = float(keras.ops.convert_to_numpy(self._lr()))
 
     def on_train_batch_begin(self, batch, logs=None):
+        sync_model_state(self.model)
         if self.base_lr is None:
             self.on_epoch_begin(None)
         self._lr().assign(self.base_lr * self.stream.lr_scale(batch))
 
     def on_train_batch_end(self, batch, logs=None):
+        sync_model_state(self.model)
         self._lr().assign(self.base_lr)

@@ -37,6 +37,7 @@ import numpy as np
 from keras import ops
 
 from keras_rnnlm.callbacks.base import StatefulCallback
+from keras_rnnlm.callbacks.base import sync_model_state
 
 
 def should_trigger(history, val_loss, nonmono):
@@ -134,6 +135,7 @@ class NTASGD(StatefulCallback):
     def on_train_batch_end(self, batch, logs=None):
         if not self.averaging:
             return
+        sync_model_state(self.model)
         self.n_averaged += 1
         if self._average is None or self.n_averaged == 1:
             self._average = [

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_rnnlm.callbacks.base import sync_model_state
+
 
 class RegularizerLogger(keras.callbacks.Callback):
     """Adds the epoch means of AR, TAR and DOC's cv to the logs.
@@ -37,6 +39,7 @@ class RegularizerLogger(keras.callbacks.Callback):
         if not self._vars:
             return
         self._n += 1
+        sync_model_state(self.model)
         for key, v in self._vars:
             self._sums[key] += float(ops.convert_to_numpy(v.value))
 

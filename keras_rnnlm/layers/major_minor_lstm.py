@@ -33,6 +33,19 @@ state across calls in their own (tracked) state variables, so the state is
 threaded through the compiled steps of every backend (JAX included) and
 ``reset_state()`` zeroes both branches.
 
+Fused branches (``fuse_branches``): the two recurrences can also run as
+ONE fused LSTM loop of ``S`` units whose recurrent matrix is the block-
+diagonal ``[[U_major, 0], [0, U_minor]]`` (gates interleaved per branch,
+each branch's input projection computed separately and hoisted). Same
+function, same weights, same weight-drop masks, same gradients (the zero
+blocks get no update); it costs ``2 r (1 - r) S^2`` extra multiply-adds
+per step and gate but halves the number of sequential loop steps, which is
+what bounds a GPU: measured on an H100 with Keras on JAX, the paper's PTB
+AWD-MMLSTM-MoS trained at 0.64x the AWD-LSTM-MoS with two loops (see
+``bench/RESULTS.md``). ``"auto"`` (default) fuses on the JAX backend and
+keeps the two loops on TensorFlow (CPU: fewer FLOPs, measured 1.02-1.1x
+the AWD-LSTM-MoS).
+
 Seeds: the Major branch uses ``seed`` (weight-drop mask) and the
 initializers as given; the Minor branch uses ``seed + MINOR_SEED_OFFSET``
 and copies of integer-seeded initializers with their seed shifted by the
@@ -45,6 +58,8 @@ import keras
 from keras import initializers
 from keras import ops
 
+from keras_rnnlm.layers.recurrence import lstm_recurrence
+from keras_rnnlm.layers.stateful import state_snapshot
 from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
 
 MINOR_INPUTS = ("embedding", "previous")
@@ -122,6 +137,9 @@ class MajorMinorLSTM(keras.layers.Layer):
             (a per-branch scale, e.g. PyTorch's U(+-1/sqrt(H)) with ``H``
             the branch's units, is
             ``VarianceScaling(4 / 3, "fan_out", "uniform")``).
+        fuse_branches: run both branches in one fused loop with a
+            block-diagonal recurrent matrix (see the module docstring):
+            ``True``, ``False`` or ``"auto"`` (default: on JAX).
         **kwargs: base layer arguments (``name``, ``dtype``, ...).
 
     Call arguments:
@@ -156,9 +174,15 @@ class MajorMinorLSTM(keras.layers.Layer):
         recurrent_initializer="orthogonal",
         bias_initializer="zeros",
         unit_forget_bias=True,
+        fuse_branches="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if fuse_branches not in (True, False, "auto"):
+            raise ValueError(
+                "fuse_branches must be True, False or 'auto', got "
+                f"{fuse_branches!r}"
+            )
         if not 0.0 < major_proportion <= 1.0:
             raise ValueError(
                 f"major_proportion must be in (0, 1], got {major_proportion}"
@@ -186,6 +210,7 @@ class MajorMinorLSTM(keras.layers.Layer):
         self.recurrent_initializer = initializers.get(recurrent_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
         self.unit_forget_bias = unit_forget_bias
+        self.fuse_branches = fuse_branches
         self.major_units, self.minor_units = major_units, minor_units
         self.major = self._branch(major_units, seed, 0, "major")
         self.minor = None
@@ -287,6 +312,11 @@ class MajorMinorLSTM(keras.layers.Layer):
                     f"{len(initial_state)}"
                 )
             states = [initial_state[:2], initial_state[2:]]
+        if self._fused(major_in):
+            out, final = self._fused_call(major_in, minor_in, states, training)
+            if self.return_state:
+                return [out, *final]
+            return out
         out, *final = self.major(
             major_in, initial_state=states[0], training=training
         )
@@ -299,6 +329,73 @@ class MajorMinorLSTM(keras.layers.Layer):
         if self.return_state:
             return [out, *final]
         return out
+
+    def _fused(self, inputs):
+        mode = self.fuse_branches
+        if mode == "auto":
+            mode = keras.backend.backend() == "jax"
+        return (
+            bool(mode)
+            and self.minor is not None
+            and all(
+                b._fast_path_ok(None) and b.cell.use_bias for b in self.branches
+            )
+        )
+
+    def _fused_call(self, major_in, minor_in, states, training):
+        """Both branches as one LSTM loop with a block-diagonal recurrent
+        kernel; returns ``(output, [h_major, c_major, h_minor, c_minor])``
+        and updates the carried state like the branch layers would."""
+        major, minor = self.major, self.minor
+        ha, hi = major.units, minor.units
+        carried = states[0] is None and self.stateful
+        if carried and major.states is not None:
+            # A stateful layer's batch is its state's (see
+            # TrackedStateMixin.inner_loop).
+            batch = major.states[0].shape[0]
+            major_in = _with_batch(major_in, batch)
+            minor_in = _with_batch(minor_in, batch)
+        pa = ops.matmul(major_in, major.cell.kernel) + major.cell.bias
+        pi = ops.matmul(minor_in, minor.cell.kernel) + minor.cell.bias
+        dtype = pa.dtype
+        b, t = ops.shape(pa)[0], ops.shape(pa)[1]
+        proj = ops.concatenate(
+            [
+                ops.reshape(pa, (b, t, 4, ha)),
+                ops.reshape(pi, (b, t, 4, hi)),
+            ],
+            axis=-1,
+        )
+        proj = ops.reshape(proj, (b, t, 4 * (ha + hi)))
+        ua = ops.cast(_value(major.recurrent_kernel_for_call(training)), dtype)
+        ui = ops.cast(_value(minor.recurrent_kernel_for_call(training)), dtype)
+        ua = ops.reshape(ua, (ha, 4, ha))
+        ui = ops.reshape(ui, (hi, 4, hi))
+        kernel = ops.concatenate(
+            [
+                ops.concatenate([ua, ops.zeros((ha, 4, hi), dtype)], -1),
+                ops.concatenate([ops.zeros((hi, 4, ha), dtype), ui], -1),
+            ],
+            axis=0,
+        )
+        kernel = ops.reshape(kernel, (ha + hi, 4 * (ha + hi)))
+        if carried and major.states is not None:
+            init = [*major.states, *minor.states]
+        elif states[0] is None:
+            init = [ops.zeros((b, n), dtype) for n in (ha, ha, hi, hi)]
+        else:
+            init = [*states[0], *states[1]]
+        init = [state_snapshot(s, dtype) for s in init]
+        h0 = ops.concatenate([init[0], init[2]], axis=-1)
+        c0 = ops.concatenate([init[1], init[3]], axis=-1)
+        outputs, h_t, c_t = lstm_recurrence(
+            proj, h0, c0, kernel, forward_only=major.forward_only
+        )
+        final = [h_t[:, :ha], c_t[:, :ha], h_t[:, ha:], c_t[:, ha:]]
+        if carried and major.states is not None:
+            for var, value in zip([*major.states, *minor.states], final):
+                var.assign(ops.cast(value, var.dtype))
+        return (outputs if self.return_sequences else h_t), final
 
     def compute_output_shape(self, input_shape):
         major_shape, _ = self._split(input_shape)
@@ -333,9 +430,22 @@ class MajorMinorLSTM(keras.layers.Layer):
                     self.bias_initializer
                 ),
                 "unit_forget_bias": self.unit_forget_bias,
+                "fuse_branches": self.fuse_branches,
             }
         )
         return config
+
+
+def _with_batch(x, batch):
+    if x.shape[0] is not None:
+        return x
+    return ops.reshape(
+        x, [batch, *(-1 if d is None else d for d in x.shape[1:])]
+    )
+
+
+def _value(x):
+    return x.value if isinstance(x, keras.Variable) else x
 
 
 def _is_shape(x):

@@ -106,3 +106,27 @@ def test_finetune_stops_on_nonmonotone_condition(tmp_path):
         assert not model.stop_training
     cb.on_epoch_end(3, {"val_loss": 5.5})  # > min([5.0, 4.0])
     assert model.stop_training and cb.stopped_epoch == 3
+
+
+def test_average_through_fit_is_the_mean_of_the_iterates(tmp_path):
+    """Inside ``model.fit`` (the JAX trainer keeps the weights outside the
+    variables during an epoch) the average is still that of every step's
+    weights."""
+    model = _model()
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    cb = NTASGD(str(tmp_path), nonmono=1, start_averaging=True)
+    seen = []
+
+    class Record(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            seen.append([ops.convert_to_numpy(v) for v in cb._variables()])
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(12, 3)).astype("float32")
+    y = rng.normal(size=(12, 2)).astype("float32")
+    model.fit(x, y, batch_size=3, epochs=1, verbose=0, callbacks=[cb, Record()])
+    assert cb.n_averaged == 4 and len(seen) == 4
+    # the iterates differ (training moved the weights)
+    assert not np.allclose(seen[0][0], seen[-1][0])
+    for avg, *iterates in zip(cb.average_weights(), *seen):
+        np.testing.assert_allclose(avg, np.mean(iterates, 0), rtol=1e-5)

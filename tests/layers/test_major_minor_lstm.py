@@ -82,11 +82,15 @@ def test_branch_shapes_and_parameter_count(minor_input):
     assert layer.count_params() < count_params(10, 1.0, D)
 
 
+@pytest.mark.parametrize("fuse", [False, True])
 @pytest.mark.parametrize("minor_input", ["embedding", "previous"])
-def test_matches_numpy(minor_input):
+def test_matches_numpy(minor_input, fuse):
     """Output = [Major LSTM(previous), Minor LSTM(embeddings or
-    previous)], each an independent float64 LSTM."""
-    layer = _layer(minor_input=minor_input, weight_dropout=0.5)
+    previous)], each an independent float64 LSTM (two loops or one fused
+    block-diagonal loop)."""
+    layer = _layer(
+        minor_input=minor_input, weight_dropout=0.5, fuse_branches=fuse
+    )
     x, emb = _inputs(1)
     args = [x, emb] if minor_input == "embedding" else x
     out = ops.convert_to_numpy(layer(args, training=False))
@@ -98,8 +102,9 @@ def test_matches_numpy(minor_input):
     )
 
 
-def test_training_drops_both_recurrent_kernels_with_own_masks():
-    layer = _layer(weight_dropout=0.5)
+@pytest.mark.parametrize("fuse", [False, True])
+def test_training_drops_both_recurrent_kernels_with_own_masks(fuse):
+    layer = _layer(weight_dropout=0.5, fuse_branches=fuse)
     x, emb = _inputs(2)
     saved = [
         ops.convert_to_numpy(b.weight_drop_seed_generator.state)
@@ -161,10 +166,11 @@ def test_proportion_one_is_exactly_a_weight_drop_lstm():
     )
 
 
-def test_state_in_and_out():
+@pytest.mark.parametrize("fuse", [False, True])
+def test_state_in_and_out(fuse):
     """return_state gives [h_major, c_major, h_minor, c_minor]; feeding
     them back continues the sequence exactly."""
-    layer = _layer(return_state=True)
+    layer = _layer(return_state=True, fuse_branches=fuse)
     x, emb = _inputs(4, time=8)
     whole, *final = layer([x, emb])
     assert [tuple(s.shape) for s in final] == [(B, 7), (B, 7), (B, 3), (B, 3)]
@@ -182,9 +188,10 @@ def test_state_in_and_out():
     assert [tuple(z.shape) for z in zeros] == [(2, 7), (2, 7), (2, 3), (2, 3)]
 
 
-def test_stateful_carries_both_branches_and_resets():
-    layer = _layer(stateful=True)
-    ref = _layer(stateful=False)
+@pytest.mark.parametrize("fuse", [False, True])
+def test_stateful_carries_both_branches_and_resets(fuse):
+    layer = _layer(stateful=True, fuse_branches=fuse)
+    ref = _layer(stateful=False, fuse_branches=not fuse)
     ref.set_weights(layer.get_weights())
     x, emb = _inputs(5, time=8)
     layer.reset_state()
@@ -232,6 +239,7 @@ def test_config_round_trip_and_validation():
         "recurrent_initializer",
         "bias_initializer",
         "unit_forget_bias",
+        "fuse_branches",
     ):
         assert key in config
         assert hasattr(layer, key)
@@ -252,6 +260,56 @@ def test_config_round_trip_and_validation():
         MajorMinorLSTM(8)(x)
     with pytest.raises(ValueError, match="one tensor"):
         MajorMinorLSTM(8, minor_input="previous")([x, emb])
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow", reason="uses tf.GradientTape"
+)
+@pytest.mark.parametrize("return_sequences", [True, False])
+def test_fused_branches_same_outputs_and_gradients(return_sequences):
+    """One block-diagonal loop == two loops: outputs, final states and the
+    gradients of every weight, the inputs and the initial states, with
+    weight drop on (same seeds, so the same masks)."""
+    import tensorflow as tf
+
+    x, emb = _inputs(6, time=9)
+    layers = []
+    for fuse in (False, True):
+        layer = _layer(
+            weight_dropout=0.4,
+            return_state=True,
+            return_sequences=return_sequences,
+            fuse_branches=fuse,
+        )
+        layers.append(layer)
+    layers[1].set_weights(layers[0].get_weights())
+    rng = np.random.default_rng(7)
+    init = [rng.normal(size=(B, n)).astype("float32") for n in (7, 7, 3, 3)]
+    results = []
+    for layer in layers:
+        xs = [tf.constant(x), tf.constant(emb)] + [tf.constant(s) for s in init]
+        with tf.GradientTape() as tape:
+            tape.watch(xs)
+            out, *final = layer(xs[:2], initial_state=xs[2:], training=True)
+            loss = tf.reduce_sum(out * out) + sum(
+                tf.reduce_sum(f * (k + 1.0)) for k, f in enumerate(final)
+            )
+        grads = tape.gradient(loss, [*layer.trainable_weights, *xs])
+        results.append([out, *final, *grads])
+    assert not layers[0]._fused(x) and layers[1]._fused(x)
+    for a, b in zip(*results):
+        np.testing.assert_allclose(
+            ops.convert_to_numpy(a), ops.convert_to_numpy(b), atol=2e-5
+        )
+
+
+def test_fuse_branches_validation_and_auto():
+    with pytest.raises(ValueError, match="fuse_branches"):
+        MajorMinorLSTM(8, fuse_branches="yes")
+    layer = _layer()
+    assert layer._fused(None) == (keras.backend.backend() == "jax")
+    # nothing to fuse without a Minor branch
+    assert not _layer(r=1.0, fuse_branches=True)._fused(None)
 
 
 def test_equal_branches_start_different():
