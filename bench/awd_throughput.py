@@ -968,7 +968,9 @@ def main():
             records.append(
                 {
                     "kind": "throughput",
-                    "name": f"mmlstm_vs_awd_lstm_mos_ptb_{args.preset}_train",
+                    "name": f"mmlstm_vs_awd_lstm_mos_ptb_{args.preset}"
+                    + ("_gpu" if args.device == "gpu" else "")
+                    + "_train",
                     "model": impl,
                     "value": round(mm["train"], 1),
                     "unit": "tok/s",

@@ -33,6 +33,11 @@ def main(argv=None):
     p.add_argument("--paper-name", default="paper")
     p.add_argument("--command", required=True)
     p.add_argument("--note", default=None)
+    p.add_argument(
+        "--device",
+        default=f"CPU {platform.machine()}, {os.cpu_count()} cores",
+        help="where the run trained (default: this machine)",
+    )
     p.add_argument("--out", default=os.path.join(HERE, "results"))
     args = p.parse_args(argv)
 
@@ -64,7 +69,7 @@ def main(argv=None):
                 "reference": ref,
                 "reference_name": args.paper_name if ref else None,
                 "ratio": round(value / ref, 4) if ref else None,
-                "device": f"CPU {platform.machine()}, {os.cpu_count()} cores",
+                "device": args.device,
                 "date": datetime.date.today().isoformat(),
                 "command": args.command,
                 "tokens": r.get("tokens"),
