@@ -34,6 +34,21 @@ def test_sampled_softmax_run_learns_and_reports_full_perplexity(tiny_config):
     model = keras.saving.load_model(os.path.join(out, "model.keras"))
     assert not isinstance(model.input, dict)
     assert model.output.shape[-1] == len(vocab)
+    # and the scorer of the run normalises over the whole vocabulary
+    import math
+
+    from keras_rnnlm.scoring import Scorer
+
+    scorer = Scorer.from_run(out)
+
+    def p_first(word):
+        return math.exp(
+            scorer.full_scores(word, eos=False, natural_log=True)[0][0]
+        )
+
+    total = sum(p_first(w) for w in vocab if w != "<eos>")
+    total += math.exp(scorer.full_scores("", natural_log=True)[0][0])
+    assert abs(total - 1.0) < 1e-4
 
 
 def test_sampled_softmax_with_variable_bptt_and_untied_head(tiny_config):
