@@ -121,9 +121,11 @@ def sampled_logits(features, targets, rows, bias, sampler, num_sampled):
     ``sampler`` (shared by all positions). The cross-entropy with target 0
     is then ``-o_y + log(S Q(y)) + log(Z_hat + e^{o_y} / (S Q(y)))`` with
     ``Z_hat = (1/S) sum_j e^{o_{c_j}} / Q(c_j)`` the importance-sampling
-    estimate of the partition function, which is unbiased; so the loss is
-    the full NLL plus a constant (``log S Q(y)``) plus a term that vanishes
-    as ``S`` grows, and its gradient tends to the full-softmax gradient.
+    estimate of the partition function (unbiased for ``Z``; ``log Z_hat``
+    is consistent, biased low by ``O(1/S)``); so the loss tends to the
+    full NLL plus a constant (``log S Q(y)``) as ``S`` grows (the target's
+    own column adds ``log(1 + p_y / (S Q(y)))``), and its gradient to the
+    full-softmax gradient.
     Candidates equal to the target are kept (they are part of ``Z_hat``;
     TensorFlow's ``sampled_softmax_loss`` removes them by default, which
     instead estimates the normaliser without the target word).
