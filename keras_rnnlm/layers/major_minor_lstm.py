@@ -392,7 +392,9 @@ class MajorMinorLSTM(keras.layers.Layer):
             proj, h0, c0, kernel, forward_only=major.forward_only
         )
         final = [h_t[:, :ha], c_t[:, :ha], h_t[:, ha:], c_t[:, ha:]]
-        if carried and major.states is not None:
+        if self.stateful and major.states is not None:
+            # As keras.layers.RNN: a stateful layer keeps its final state,
+            # also after a call with explicit initial states.
             for var, value in zip([*major.states, *minor.states], final):
                 var.assign(ops.cast(value, var.dtype))
         return (outputs if self.return_sequences else h_t), final

@@ -303,6 +303,26 @@ def test_fused_branches_same_outputs_and_gradients(return_sequences):
         )
 
 
+def test_stateful_keeps_final_state_after_explicit_initial_state():
+    """As keras.layers.RNN: fused or not, a stateful layer called with
+    explicit initial states keeps the final state."""
+    x, emb = _inputs(8, time=4)
+    rng = np.random.default_rng(9)
+    init = [rng.normal(size=(B, n)).astype("float32") for n in (7, 7, 3, 3)]
+    kept, weights = [], None
+    for fuse in (False, True):
+        layer = _layer(stateful=True, return_state=True, fuse_branches=fuse)
+        if weights is None:
+            weights = layer.get_weights()
+        layer.set_weights(weights)
+        _, *final = layer([x, emb], initial_state=init)
+        kept.append([ops.convert_to_numpy(v) for v in layer.states])
+        for v, f in zip(kept[-1], final):
+            np.testing.assert_allclose(v, ops.convert_to_numpy(f), atol=1e-6)
+    for a, b in zip(*kept):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
 def test_fuse_branches_validation_and_auto():
     with pytest.raises(ValueError, match="fuse_branches"):
         MajorMinorLSTM(8, fuse_branches="yes")
