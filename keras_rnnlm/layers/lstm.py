@@ -87,18 +87,26 @@ class LSTM(TrackedStateMixin, keras.layers.LSTM):
             return self._generic_inner_loop(
                 sequences, initial_state, mask, training
             )
-        cell = self.cell
-        proj = ops.matmul(sequences, cell.kernel)
-        if cell.use_bias:
-            proj = proj + cell.bias
+        proj = self.input_projection(sequences)
         h0, c0 = (state_snapshot(s, proj.dtype) for s in initial_state)
-        rk = ops.cast(
-            _value(self.recurrent_kernel_for_call(training)), proj.dtype
-        )
+        rk = self.recurrent_kernel_tensor(training, proj.dtype)
         outputs, h_t, c_t = lstm_recurrence(
             proj, h0, c0, rk, forward_only=self.forward_only
         )
         return h_t, outputs, [h_t, c_t]
+
+    def input_projection(self, sequences):
+        """``x @ kernel + bias`` for the whole sequence (the fast path's
+        hoisted input product), (batch, time, 4 * units)."""
+        proj = ops.matmul(sequences, self.cell.kernel)
+        if self.cell.use_bias:
+            proj = proj + self.cell.bias
+        return proj
+
+    def recurrent_kernel_tensor(self, training, dtype):
+        """This call's recurrent kernel (weight-dropped by subclasses) as a
+        tensor of ``dtype``."""
+        return ops.cast(_value(self.recurrent_kernel_for_call(training)), dtype)
 
     def _generic_inner_loop(self, sequences, initial_state, mask, training):
         # keras.layers.RNN's per-step cell loop (skips LSTM's cuDNN attempt).

@@ -60,6 +60,7 @@ from keras import ops
 
 from keras_rnnlm.layers.recurrence import lstm_recurrence
 from keras_rnnlm.layers.stateful import state_snapshot
+from keras_rnnlm.layers.stateful import with_static_batch
 from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
 
 MINOR_INPUTS = ("embedding", "previous")
@@ -350,15 +351,14 @@ class MajorMinorLSTM(keras.layers.Layer):
         ha, hi = major.units, minor.units
         carried = states[0] is None and self.stateful
         if carried and major.states is not None:
-            # A stateful layer's batch is its state's (see
-            # TrackedStateMixin.inner_loop).
             batch = major.states[0].shape[0]
-            major_in = _with_batch(major_in, batch)
-            minor_in = _with_batch(minor_in, batch)
-        pa = ops.matmul(major_in, major.cell.kernel) + major.cell.bias
-        pi = ops.matmul(minor_in, minor.cell.kernel) + minor.cell.bias
+            major_in = with_static_batch(major_in, batch)
+            minor_in = with_static_batch(minor_in, batch)
+        pa = major.input_projection(major_in)
+        pi = minor.input_projection(minor_in)
         dtype = pa.dtype
         b, t = ops.shape(pa)[0], ops.shape(pa)[1]
+        # gates interleaved per branch: [i_a, i_i, f_a, f_i, c_a, c_i, o_a, o_i]
         proj = ops.concatenate(
             [
                 ops.reshape(pa, (b, t, 4, ha)),
@@ -367,10 +367,12 @@ class MajorMinorLSTM(keras.layers.Layer):
             axis=-1,
         )
         proj = ops.reshape(proj, (b, t, 4 * (ha + hi)))
-        ua = ops.cast(_value(major.recurrent_kernel_for_call(training)), dtype)
-        ui = ops.cast(_value(minor.recurrent_kernel_for_call(training)), dtype)
-        ua = ops.reshape(ua, (ha, 4, ha))
-        ui = ops.reshape(ui, (hi, 4, hi))
+        ua = ops.reshape(
+            major.recurrent_kernel_tensor(training, dtype), (ha, 4, ha)
+        )
+        ui = ops.reshape(
+            minor.recurrent_kernel_tensor(training, dtype), (hi, 4, hi)
+        )
         kernel = ops.concatenate(
             [
                 ops.concatenate([ua, ops.zeros((ha, 4, hi), dtype)], -1),
@@ -382,7 +384,7 @@ class MajorMinorLSTM(keras.layers.Layer):
         if carried and major.states is not None:
             init = [*major.states, *minor.states]
         elif states[0] is None:
-            init = [ops.zeros((b, n), dtype) for n in (ha, ha, hi, hi)]
+            init = self.get_initial_state(b)
         else:
             init = [*states[0], *states[1]]
         init = [state_snapshot(s, dtype) for s in init]
@@ -436,18 +438,6 @@ class MajorMinorLSTM(keras.layers.Layer):
             }
         )
         return config
-
-
-def _with_batch(x, batch):
-    if x.shape[0] is not None:
-        return x
-    return ops.reshape(
-        x, [batch, *(-1 if d is None else d for d in x.shape[1:])]
-    )
-
-
-def _value(x):
-    return x.value if isinstance(x, keras.Variable) else x
 
 
 def _is_shape(x):

@@ -35,6 +35,16 @@ def state_snapshot(state, dtype=None):
     return ops.copy(ops.convert_to_tensor(state, dtype=dtype))
 
 
+def with_static_batch(x, batch):
+    """``x`` with its unknown leading (batch) dimension set to ``batch``
+    (a stateful layer's batch is its carried state's)."""
+    if x.shape[0] is not None:
+        return x
+    return ops.reshape(
+        x, [batch, *(-1 if d is None else d for d in x.shape[1:])]
+    )
+
+
 class TrackedStateMixin:
     """Mix into a ``keras.layers.RNN`` subclass (before the Keras class).
 
@@ -51,10 +61,8 @@ class TrackedStateMixin:
         # from (1, H) to (None, H) and tf.while_loop rejects it. A stateful
         # layer's batch size is its state's: make it static.
         states = tree.flatten(self.states or [])
-        if self.stateful and states and sequences.shape[0] is None:
-            shape = [states[0].shape[0]]
-            shape += [-1 if d is None else d for d in sequences.shape[1:]]
-            sequences = ops.reshape(sequences, shape)
+        if self.stateful and states:
+            sequences = with_static_batch(sequences, states[0].shape[0])
         return super().inner_loop(sequences, initial_state, mask, training)
 
     @property
