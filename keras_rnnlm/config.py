@@ -167,6 +167,11 @@ class TrainConfig:
         nt_asgd_from_start: average from the first step (finetuning).
         stop_on_nonmono: with averaging on, stop when the same condition
             fires on the averaged model (finetuning's stop rule).
+        checkpoint_every_minutes: also write a resumable checkpoint in
+            the middle of an epoch every this many minutes (``None``: at
+            epoch ends only). A run killed at any point then loses at most
+            this much work.
+        checkpoint_every_steps: the same every this many batches.
     """
 
     epochs: int = 13
@@ -186,6 +191,8 @@ class TrainConfig:
     nt_asgd_nonmono: int | None = None
     nt_asgd_from_start: bool = False
     stop_on_nonmono: bool = False
+    checkpoint_every_minutes: float | None = 20.0
+    checkpoint_every_steps: int | None = None
 
 
 _SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}

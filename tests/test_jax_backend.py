@@ -9,7 +9,8 @@ pass, and the dynamic-evaluation steps (jitted stateless_call + update)
 against hand-computed ones, and the sampled-softmax sampler, logits and a
 sampled-softmax training run, the Major-Minor LSTM's fused branches, and
 the callbacks that read or write variables inside ``fit`` (the JAX
-trainer keeps the state outside the variables during an epoch).
+trainer keeps the state outside the variables during an epoch), among
+them a run killed and resumed in the middle of an epoch.
 """
 
 import os
@@ -33,6 +34,7 @@ SELECTION = {
     "callbacks/test_regularization.py": "through_fit",
     "callbacks/test_nt_asgd.py": "through_fit",
     "training/test_awd_training.py": "variable_windows",
+    "callbacks/test_checkpoint.py": "resume_equals_uninterrupted",
 }
 
 

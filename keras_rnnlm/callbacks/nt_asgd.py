@@ -213,6 +213,20 @@ class NTASGD(StatefulCallback):
             ):
                 os.remove(os.path.join(directory, old))
 
+    def get_partial_state(self, directory, tag):
+        """The state for a mid-epoch checkpoint: the running average so
+        far is written to ``<directory>/nt_asgd_average.<tag>.npz`` (the
+        checkpoint removes it with the rest of its ``tag`` files)."""
+        state = self.get_state()
+        if self._average is not None:
+            name = f"nt_asgd_average.{tag}.npz"
+            np.savez(
+                os.path.join(directory, name),
+                **{f"w{i}": w for i, w in enumerate(self.average_weights())},
+            )
+            state["average_file"] = name
+        return state
+
     def get_config(self):
         return {
             "directory": self.directory,

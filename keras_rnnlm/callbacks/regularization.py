@@ -19,6 +19,7 @@ class RegularizerLogger(keras.callbacks.Callback):
     total). Place it before the loggers.
     """
 
+    state_key = "RegularizerLogger"
     KEYS = ("ar", "tar", "cv")
 
     def _sources(self):
@@ -42,6 +43,15 @@ class RegularizerLogger(keras.callbacks.Callback):
         sync_model_state(self.model)
         for key, v in self._vars:
             self._sums[key] += float(ops.convert_to_numpy(v.value))
+
+    def get_epoch_progress(self):
+        """The sums and batch count of the epoch so far (mid-epoch
+        checkpoints)."""
+        return {"sums": dict(self._sums), "n": self._n}
+
+    def set_epoch_progress(self, progress):
+        self._sums = {k: float(v) for k, v in progress["sums"].items()}
+        self._n = int(progress["n"])
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is None or not self._n:

@@ -269,6 +269,7 @@ class LMSequence(keras.utils.PyDataset):
             seed = int(np.random.default_rng().integers(2**31 - 1))
         self.seed = int(seed)
         self.epoch = 0
+        self.start = 0
         self._last_served = False
         self._windows = self._make_windows()
 
@@ -301,7 +302,8 @@ class LMSequence(keras.utils.PyDataset):
 
     @property
     def windows(self):
-        """The windows of the current epoch (a list of `Window`)."""
+        """The windows of the current epoch still to serve (from `start`
+        on; all of them unless resuming), a list of `Window`."""
         return list(self._windows)
 
     @property
@@ -364,11 +366,26 @@ class LMSequence(keras.utils.PyDataset):
             x = {"tokens": x, **extra}
         return x, y, weights
 
-    def set_epoch(self, epoch):
-        """Sets the epoch counter and regenerates that epoch's windows."""
+    def set_epoch(self, epoch, start=0):
+        """Sets the epoch counter and regenerates that epoch's windows.
+
+        Args:
+            epoch: the epoch.
+            start: serve the epoch from its window ``start`` on (resuming
+                a run interrupted after ``start`` batches): batch ``i`` is
+                then window ``start + i`` and ``len()`` counts the rest.
+        """
         self.epoch = int(epoch)
         self._last_served = False
-        self._windows = self._make_windows()
+        windows = self._make_windows()
+        start = int(start)
+        if not 0 <= start < len(windows):
+            raise ValueError(
+                f"start={start} is outside the {len(windows)} windows of "
+                f"epoch {self.epoch}."
+            )
+        self.start = start
+        self._windows = windows[start:]
 
     def on_epoch_end(self):
         """Advances to the next epoch (new windows in variable mode).
@@ -380,10 +397,10 @@ class LMSequence(keras.utils.PyDataset):
             self.set_epoch(self.epoch + 1)
 
     def get_state(self):
-        """Returns `{"epoch", "seed"}`, a JSON-serialisable dict."""
-        return {"epoch": self.epoch, "seed": self.seed}
+        """Returns `{"epoch", "seed", "start"}`, a JSON-serialisable dict."""
+        return {"epoch": self.epoch, "seed": self.seed, "start": self.start}
 
     def set_state(self, state):
         """Restores `get_state()` output (and that epoch's windows)."""
         self.seed = int(state["seed"])
-        self.set_epoch(state["epoch"])
+        self.set_epoch(state["epoch"], state.get("start", 0))

@@ -7,7 +7,9 @@ recurrent layer only:
     TAR = beta  * mean((raw_last_output[:, t + 1] - raw_last_output[:, t]) ** 2)
 
 (means over every element: batch, time and features, as the reference
-code's ``.pow(2).mean()``). Both are added to the training loss with
+code's ``.pow(2).mean()``; TAR is 0 for a one-step window, which has no
+time differences -- the reference's loop never forms one, ours may serve
+the last target of an epoch alone). Both are added to the training loss with
 ``add_loss`` (never at inference or evaluation); the logged perplexity uses
 the cross-entropy alone (the ``nll`` metric). The unweighted values of the
 last training batch are kept in the non-trainable variables ``ar`` and
@@ -62,7 +64,12 @@ class ActivationRegularization(keras.layers.Layer):
             return dropped
         ar = ops.mean(ops.square(ops.cast(dropped, "float32")))
         raw = ops.cast(raw, "float32")
-        tar = ops.mean(ops.square(raw[:, 1:] - raw[:, :-1]))
+        # A one-step window (the last window of an epoch may be one token)
+        # has no time differences: TAR is 0 there, not the NaN of an empty
+        # mean (which would end the run).
+        steps = ops.square(raw[:, 1:] - raw[:, :-1])
+        count = ops.cast(ops.size(steps), "float32")
+        tar = ops.sum(steps) / ops.maximum(count, 1.0)
         self.ar.assign(ar)
         self.tar.assign(tar)
         loss = 0.0

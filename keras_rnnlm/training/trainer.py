@@ -173,7 +173,8 @@ def train(config, callbacks=(), resume=True, init_weights=None):
             before the checkpoint); :class:`StatefulCallback` states are
             saved for resume.
         resume: continue from ``out_dir/checkpoint`` if it exists (a run
-            killed at any point loses at most the epoch in progress).
+            killed at any point loses at most the work since the last
+            epoch end or mid-epoch checkpoint, ``train.checkpoint_every_*``).
         init_weights: a ``.weights.h5`` file to start from (finetuning);
             ignored when resuming from a checkpoint.
 
@@ -182,6 +183,8 @@ def train(config, callbacks=(), resume=True, init_weights=None):
     """
     out = config.train.out_dir
     os.makedirs(out, exist_ok=True)
+    if resume:
+        check_resumable(config)
     corpus, model = prepare_run(config)
     n_params = model_parameters(model)
     print(f"{config.name}: {n_params:,} parameters")
@@ -206,9 +209,21 @@ def train(config, callbacks=(), resume=True, init_weights=None):
             stop_when_triggered=t.stop_on_nonmono,
         )
     stateful_cbs = [schedule, best, *([nt_asgd] if nt_asgd else []), *user]
-    checkpoint = TrainingCheckpoint(out, callbacks=stateful_cbs, stream=stream)
+    regularizers = RegularizerLogger()
+    checkpoint = TrainingCheckpoint(
+        out,
+        callbacks=[*stateful_cbs, regularizers],
+        stream=stream,
+        every_steps=t.checkpoint_every_steps,
+        every_minutes=t.checkpoint_every_minutes,
+    )
     initial_epoch = checkpoint.restore(model) if resume else 0
-    if initial_epoch:
+    skip = checkpoint.resume_batches
+    if skip:
+        print(
+            f"Resuming {out} in epoch {initial_epoch + 1} after {skip} batches"
+        )
+    elif initial_epoch:
         print(f"Resuming {out} at epoch {initial_epoch + 1}")
     elif init_weights:
         model.load_weights(init_weights)
@@ -221,7 +236,7 @@ def train(config, callbacks=(), resume=True, init_weights=None):
         ),
         ResetStates(),
         nan_guard,
-        RegularizerLogger(),
+        regularizers,
         *([nt_asgd.swap_in] if nt_asgd else []),
         Validation(
             lambda: make_evaluator(
@@ -241,16 +256,15 @@ def train(config, callbacks=(), resume=True, init_weights=None):
         RunProgbar(config.train.epochs),
     ]
     if d.variable_bptt:
-        _fit_variable_windows(model, stream, config, initial_epoch, cbs)
-    elif initial_epoch < config.train.epochs:
-        model.fit(
-            stream,
-            epochs=config.train.epochs,
-            initial_epoch=initial_epoch,
-            callbacks=cbs,
-            shuffle=False,
-            verbose=config.train.verbose,
-        )
+        _fit_variable_windows(model, stream, config, initial_epoch, cbs, skip)
+    else:
+        if skip and initial_epoch < t.epochs:
+            # the rest of the interrupted epoch (the stream starts at
+            # window ``skip``), then the following epochs from their start
+            _fit(model, stream, config, initial_epoch, initial_epoch + 1, cbs)
+            initial_epoch += 1
+        if initial_epoch < t.epochs and not model.stop_training:
+            _fit(model, stream, config, initial_epoch, t.epochs, cbs)
     if nan_guard.diverged_at is not None:
         epoch, batch, loss = nan_guard.diverged_at
         raise TrainingDivergedError(
@@ -262,7 +276,62 @@ def train(config, callbacks=(), resume=True, init_weights=None):
     return evaluate_run(out, config=config, corpus=corpus)
 
 
-def _fit_variable_windows(model, stream, config, initial_epoch, callbacks):
+# Where the data lives and how it is evaluated do not change the trained
+# model or the training stream.
+_RESUME_MAY_CHANGE = {
+    ("data", "data_dir"),
+    ("data", "eval_batch_size"),
+    ("data", "test_batch_size"),
+    ("data", "eval_bptt"),
+}
+
+
+def check_resumable(config):
+    """Raises ConfigError if ``out_dir`` holds a checkpoint of a run whose
+    model or data config differs from ``config`` (resuming it would load
+    weights into a different model). The train section may change (e.g.
+    more epochs)."""
+    out = config.train.out_dir
+    saved_path = os.path.join(out, "config.json")
+    if not (
+        os.path.exists(saved_path)
+        and os.path.isdir(os.path.join(out, "checkpoint"))
+    ):
+        return
+    from keras_rnnlm.config import load_config
+
+    saved = load_config(saved_path).to_dict()
+    current = config.to_dict()
+    changed = [
+        f"{section}.{key}: {saved[section].get(key)!r} -> {value!r}"
+        for section in ("model", "data")
+        for key, value in current[section].items()
+        if saved[section].get(key) != value
+        and (section, key) not in _RESUME_MAY_CHANGE
+    ]
+    if changed:
+        raise ConfigError(
+            f"{out} holds a checkpoint of a different run ("
+            + "; ".join(changed)
+            + "). Use another train.out_dir, or resume=False (--no-resume) "
+            "to start over there."
+        )
+
+
+def _fit(model, data, config, initial_epoch, epochs, callbacks):
+    model.fit(
+        data,
+        epochs=epochs,
+        initial_epoch=initial_epoch,
+        callbacks=callbacks,
+        shuffle=False,
+        verbose=config.train.verbose,
+    )
+
+
+def _fit_variable_windows(
+    model, stream, config, initial_epoch, callbacks, skip=0
+):
     """One ``fit`` call per epoch for variable BPTT windows.
 
     Keras fixes an epoch's number of batches when ``fit`` starts, and on
@@ -275,18 +344,13 @@ def _fit_variable_windows(model, stream, config, initial_epoch, callbacks):
     declared ``None``: one traced train step for every length. (The
     XLA-compiled recurrence still compiles once per distinct length; that
     number is bounded by ``data.bptt_max_delta`` / ``data.bptt_multiple``.)
-    Callbacks see ``on_train_begin``/``on_train_end`` once per epoch.
+    Callbacks see ``on_train_begin``/``on_train_end`` once per epoch. A run
+    resumed from a mid-epoch checkpoint serves its first epoch from window
+    ``skip`` on.
     """
     for epoch in range(initial_epoch, config.train.epochs):
-        stream.set_epoch(epoch)
-        model.fit(
-            _epoch_data(stream),
-            epochs=epoch + 1,
-            initial_epoch=epoch,
-            callbacks=callbacks,
-            shuffle=False,
-            verbose=config.train.verbose,
-        )
+        stream.set_epoch(epoch, skip if epoch == initial_epoch else 0)
+        _fit(model, _epoch_data(stream), config, epoch, epoch + 1, callbacks)
         if model.stop_training:
             break
 

@@ -168,7 +168,11 @@ def test_variable_windows_reproducible_per_epoch_and_state():
     epoch1 = seq.windows
     assert seq.epoch == 1 and epoch1 != epoch0
     state = seq.get_state()
-    assert json.loads(json.dumps(state)) == {"epoch": 1, "seed": 42}
+    assert json.loads(json.dumps(state)) == {
+        "epoch": 1,
+        "seed": 42,
+        "start": 0,
+    }
 
     other = LMSequence(ids, 5, bptt=10, variable=True, seed=7)
     other.set_state(state)
@@ -243,3 +247,26 @@ def test_on_epoch_end_needs_a_served_epoch():
     assert seq.epoch == 1
     seq.set_epoch(7)
     assert seq.get_state()["epoch"] == 7
+
+
+@pytest.mark.parametrize("variable", [False, True])
+def test_lm_sequence_starts_an_epoch_from_a_window(variable):
+    """Resuming an interrupted epoch: served from window ``start`` on, with
+    the same windows, batches and lr factors as the uninterrupted epoch."""
+    ids = np.arange(4 * 300)
+    full = LMSequence(ids, 4, bptt=7, variable=variable, seed=3)
+    full.set_epoch(2)
+    part = LMSequence(ids, 4, bptt=7, variable=variable, seed=3)
+    part.set_state({"epoch": 2, "seed": 3, "start": 9})
+    assert part.start == 9 and len(part) == len(full) - 9
+    assert part.windows == full.windows[9:]
+    for i in range(len(part)):
+        for a, b in zip(part[i], full[i + 9]):
+            np.testing.assert_array_equal(a, b)
+        assert part.lr_scale(i) == full.lr_scale(i + 9)
+    part.on_epoch_end()  # the next epoch starts from its first window
+    assert part.epoch == 3 and part.start == 0
+    full.set_epoch(3)
+    assert part.windows == full.windows
+    with pytest.raises(ValueError, match="outside"):
+        part.set_epoch(0, start=len(full.windows) + 5)

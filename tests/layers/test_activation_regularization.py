@@ -21,6 +21,15 @@ def test_ar_tar_hand_computed():
     assert np.isclose(float(reg.losses[0]), 2 * 15 / 6 + 9 / 4)
 
 
+def test_tar_of_a_one_step_window_is_zero_not_nan():
+    """The last variable-BPTT window of an epoch can be one token long."""
+    reg = ActivationRegularization(alpha=2.0, beta=1.0)
+    h = np.full((2, 1, 3), 2.0, "float32")
+    reg([h, h], training=True)
+    assert float(reg.tar) == 0.0
+    assert np.isclose(float(reg.losses[0]), 2 * 4.0)
+
+
 def test_no_loss_at_inference():
     reg = ActivationRegularization(alpha=2.0, beta=1.0)
     h = np.ones((2, 3, 4), "float32")

@@ -1,0 +1,189 @@
+"""Resumable checkpoints: a run killed in the middle of an epoch resumes
+from its last mid-epoch checkpoint and ends exactly where an uninterrupted
+run does (weights, optimizer state, epoch logs, NT-ASGD average)."""
+
+import csv
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from keras_rnnlm.callbacks.checkpoint import TrainingCheckpoint
+from keras_rnnlm.config import ConfigError
+from keras_rnnlm.config import apply_overrides
+from keras_rnnlm.training import prepare_run
+from keras_rnnlm.training import train
+
+
+class _Killed(Exception):
+    pass
+
+
+class _Kill(keras.callbacks.Callback):
+    """Raises at the end of batch ``batch`` (index within the ``fit``
+    call) of ``epoch``: before that batch's checkpoint, like a kill."""
+
+    def __init__(self, epoch, batch):
+        super().__init__()
+        self.epoch, self.batch = epoch, batch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._epoch == self.epoch and batch == self.batch:
+            raise _Killed(f"killed in epoch {self.epoch} at batch {batch}")
+
+
+def _log(out):
+    with open(os.path.join(out, "log.csv")) as f:
+        return list(csv.DictReader(f))
+
+
+def _checkpoint_weights(cfg):
+    _, model = prepare_run(cfg)
+    model.optimizer.build(model.trainable_variables)
+    model.load_weights(
+        os.path.join(cfg.train.out_dir, "checkpoint", "last.weights.h5")
+    )
+    return [np.asarray(w) for w in model.get_weights()]
+
+
+def _kill_and_resume(cfg, tmp_path, epoch, batch):
+    """Trains ``cfg`` straight and with a kill; returns both run dirs."""
+    straight = apply_overrides(cfg, [f"train.out_dir={tmp_path / 'straight'}"])
+    train(straight)
+    killed = apply_overrides(cfg, [f"train.out_dir={tmp_path / 'killed'}"])
+    with pytest.raises(_Killed):
+        train(killed, callbacks=[_Kill(epoch, batch)])
+    ckpt = tmp_path / "killed" / "checkpoint"
+    partial = json.load(open(ckpt / "partial.json"))
+    assert partial["epoch"] == epoch
+    train(killed)  # resumes in the middle of ``epoch``
+    assert not (ckpt / "partial.json").exists()
+    assert not [n for n in os.listdir(ckpt) if "partial-" in n]
+    return straight, killed, partial
+
+
+def _assert_same_run(straight, killed, keys):
+    for a, b in zip(_checkpoint_weights(straight), _checkpoint_weights(killed)):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    log_a, log_b = _log(straight.train.out_dir), _log(killed.train.out_dir)
+    assert [r["epoch"] for r in log_a] == [r["epoch"] for r in log_b]
+    for ra, rb in zip(log_a, log_b):
+        for key in keys:  # the epoch means include the batches before
+            np.testing.assert_allclose(  # the kill (metric totals restored)
+                float(ra[key]), float(rb[key]), rtol=1e-5, err_msg=key
+            )
+
+
+def test_mid_epoch_resume_equals_uninterrupted(tiny_config, tmp_path):
+    """Fixed windows, dropout, stateful carry: killed at batch 23 of epoch
+    1 with checkpoints every 10 batches, the run resumes after batch 20."""
+    cfg = apply_overrides(
+        tiny_config,
+        ["model.dropout=0.3", "train.checkpoint_every_steps=10"],
+    )
+    straight, killed, partial = _kill_and_resume(cfg, tmp_path, 1, 23)
+    assert partial["batches_done"] == 20
+    assert partial["stream"]["start"] == 20
+    _assert_same_run(straight, killed, ["loss", "ppl", "val_loss"])
+
+
+@pytest.mark.slow
+def test_mid_epoch_resume_awd_variable_windows_and_averaging(
+    tiny_config, tmp_path
+):
+    """Variable windows (lr scaled per batch), every AWD regulariser, AR/
+    TAR logs, NT-ASGD averaging from the first step (its running average
+    is in the mid-epoch checkpoint)."""
+    cfg = apply_overrides(
+        tiny_config,
+        [
+            "data.variable_bptt=true",
+            "data.bptt_max_delta=4",
+            "model.locked_dropout=true",
+            "model.dropout=0.3",
+            "model.dropouth=0.2",
+            "model.dropouti=0.2",
+            "model.dropoute=0.1",
+            "model.weight_dropout=0.3",
+            "model.ar_alpha=2.0",
+            "model.tar_beta=1.0",
+            "train.optimizer=sgd",
+            "train.learning_rate=2.0",
+            "train.clipnorm=0.25",
+            "train.nt_asgd_from_start=true",
+            "train.checkpoint_every_steps=7",
+        ],
+    )
+    straight, killed, partial = _kill_and_resume(cfg, tmp_path, 1, 30)
+    assert partial["batches_done"] == 28
+    state = partial["callbacks"]["NTASGD"]
+    assert state["n_averaged"] > 28 and "partial-" in state["average_file"]
+    assert partial["progress"]["RegularizerLogger"]["n"] == 28
+    _assert_same_run(straight, killed, ["loss", "nll", "ar", "tar", "val_loss"])
+    a = json.load(
+        open(os.path.join(straight.train.out_dir, "checkpoint", "state.json"))
+    )["callbacks"]["NTASGD"]
+    b = json.load(
+        open(os.path.join(killed.train.out_dir, "checkpoint", "state.json"))
+    )["callbacks"]["NTASGD"]
+    assert a["n_averaged"] == b["n_averaged"]
+    avg = [
+        np.load(os.path.join(r.train.out_dir, "checkpoint", s["average_file"]))
+        for r, s in ((straight, a), (killed, b))
+    ]
+    for k in avg[0].files:
+        np.testing.assert_allclose(avg[0][k], avg[1][k], atol=1e-5)
+
+
+def test_stale_or_torn_partial_checkpoints_are_ignored(tiny_config, tmp_path):
+    cfg = apply_overrides(
+        tiny_config,
+        ["train.epochs=1", "train.checkpoint_every_steps=10"],
+    )
+    out = tmp_path / "run"
+    cfg = apply_overrides(cfg, [f"train.out_dir={out}"])
+    with pytest.raises(_Killed):
+        train(cfg, callbacks=[_Kill(0, 35)])
+    ckpt = out / "checkpoint"
+    partial = json.load(open(ckpt / "partial.json"))
+    assert partial["batches_done"] == 30
+    # A kill in the middle of the next save leaves newer files that the
+    # JSON does not name: they are not used.
+    (ckpt / "partial-99.weights.h5").write_bytes(b"torn")
+    corpus, model = prepare_run(cfg)
+    from keras_rnnlm.training.trainer import make_train_stream
+
+    stream = make_train_stream(cfg, corpus)
+    cp = TrainingCheckpoint(str(out), stream=stream, every_steps=10)
+    assert cp.restore(model) == 0 and cp.resume_batches == 30
+    assert stream.start == 30 and len(stream) == stream.num_batches
+    # A partial checkpoint of an epoch that has since been checkpointed
+    # whole (e.g. a copy restored by hand) is stale.
+    train(cfg)
+    os.makedirs(ckpt, exist_ok=True)
+    (ckpt / "partial.json").write_text(json.dumps(partial))
+    corpus, model = prepare_run(cfg)
+    cp = TrainingCheckpoint(str(out), stream=make_train_stream(cfg, corpus))
+    assert cp.restore(model) == 1 and cp.resume_batches == 0
+
+
+def test_changed_model_is_a_clear_error(tiny_config, tmp_path):
+    cfg = apply_overrides(
+        tiny_config,
+        [f"train.out_dir={tmp_path}", "train.checkpoint_every_steps=10"],
+    )
+    with pytest.raises(_Killed):
+        train(cfg, callbacks=[_Kill(0, 12)])
+    changed = apply_overrides(cfg, ["model.hidden_sizes=[16, 16, 16]"])
+    with pytest.raises(ConfigError, match=r"model.hidden_sizes: \[16, 16\]"):
+        train(changed)
+
+
+def test_mid_epoch_checkpoints_need_the_stream(tmp_path):
+    with pytest.raises(ValueError, match="stream"):
+        TrainingCheckpoint(str(tmp_path), every_minutes=5)
