@@ -201,8 +201,12 @@ class _Graph:
         shape = tf.stack([batch, padded_t])
         x = inputs.to_tensor(0, shape=shape)
         y = targets.to_tensor(0, shape=shape)
+        # The output head (half of a word model's work per position) runs
+        # at the real tokens only, not at the padding.
+        real = tf.sequence_mask(lengths, padded_t)
+        positions = tf.cast(tf.where(tf.reshape(real, [-1]))[:, 0], tf.int32)
         ln, _ = token_log_probs(
-            self.inference, x, y, self.initial_states(batch)
+            self.inference, x, y, self.initial_states(batch), positions
         )
         ln = ln[:, :t]
         mask = tf.sequence_mask(lengths, t)

@@ -37,10 +37,25 @@ business and get no twin).
 
 import keras
 import numpy as np
+from keras import ops
 
 from keras_rnnlm.layers.recurrence import set_forward_only
 
 STATE_PREFIX = "state"
+
+
+class GatherPositions(keras.layers.Layer):
+    """``(batch, time, ...)`` -> ``(1, n, ...)``: the rows of the
+    flattened ``(batch * time, ...)`` tensor at ``positions`` (int32
+    ``(n,)``), as one sequence of ``n`` steps for the position-wise head.
+    """
+
+    def call(self, x, positions):
+        flat = ops.reshape(x, (-1, *x.shape[2:]))
+        return ops.expand_dims(ops.take(flat, positions, axis=0), 0)
+
+    def compute_output_spec(self, x, positions):
+        return keras.KerasTensor((1, None, *x.shape[2:]), dtype=x.dtype)
 
 
 def is_recurrent_layer(layer):
@@ -96,10 +111,19 @@ def _initial_values(layer):
 class InferenceModel:
     """A stateless language model with explicit recurrent state.
 
+    The output head (every layer after the last recurrent layer: dropouts,
+    AR/TAR, MoS/DOC, the decoder) is position-wise, so the graph runs it
+    only at the positions asked for: a padded batch of sentences pays the
+    vocabulary-sized decoder for its real tokens only (about half of a
+    word-level model's work at every padded position; PTB batches of 32
+    sentences are more than half padding).
+
     Attributes:
-        model: functional ``keras.Model`` taking ``[tokens, *states]``
-            (int32 ``(batch, time)`` and one float32 tensor per state) and
-            returning ``[logits, *final_states]``.
+        model: functional ``keras.Model`` taking ``[tokens, positions,
+            *states]`` (int32 ``(batch, time)``, int32 ``(n,)`` flat
+            indices into ``batch * time`` and one float32 tensor per state)
+            and returning ``[logits, *final_states]`` with ``logits`` of
+            shape ``(1, n, vocab)``: the logits at ``positions``.
         state_names: one name per state tensor (``state_{layer}_{k}``).
         state_shapes: the per-example shape of each state tensor.
         vocab_size: size of the output distribution.
@@ -139,11 +163,23 @@ class InferenceModel:
         ]
 
     def __call__(self, tokens, states):
-        """Runs the graph: returns ``(logits, new_states)``."""
-        tokens = keras.ops.convert_to_tensor(tokens, "int32")
-        states = [keras.ops.convert_to_tensor(s, "float32") for s in states]
-        out = self.model([tokens, *states], training=False)
-        return out[0], list(out[1:])
+        """Runs the graph: returns ``(logits, new_states)``, the logits of
+        every position, ``(batch, time, vocab)``."""
+        tokens = ops.convert_to_tensor(tokens, "int32")
+        shape = ops.shape(tokens)
+        positions = ops.arange(shape[0] * shape[1], dtype="int32")
+        logits, states = self.at_positions(tokens, positions, states)
+        return ops.reshape(logits, (shape[0], shape[1], -1)), states
+
+    def at_positions(self, tokens, positions, states):
+        """Runs the graph: returns ``(logits, new_states)`` with the logits
+        at the flat ``positions`` only, ``(n, vocab)``. The recurrence
+        runs over the whole batch either way."""
+        tokens = ops.convert_to_tensor(tokens, "int32")
+        positions = ops.convert_to_tensor(positions, "int32")
+        states = [ops.convert_to_tensor(s, "float32") for s in states]
+        out = self.model([tokens, positions, *states], training=False)
+        return out[0][0], list(out[1:])
 
 
 def build_inference_model(model, portable=False):
@@ -210,10 +246,31 @@ def build_inference_model(model, portable=False):
             )
         inputs[i] = state_inputs
     final_states = {}
+    positions = keras.Input(
+        batch_shape=(None,), dtype="int32", name="positions"
+    )
+    after_last = set()  # ids of tensors computed from the last recurrence
+    compact = set()  # ids of tensors already at ``positions`` only
+    gathered = {}  # id(full tensor) -> its rows at ``positions``
 
     def clone_function(layer):
         entry = twins.get(id(layer))
         return layer if entry is None else entry[1]
+
+    def at_positions(x):
+        if (
+            not isinstance(x, keras.KerasTensor)
+            or len(x.shape) < 2
+            or id(x) in compact
+        ):
+            return x
+        if id(x) not in gathered:
+            out = GatherPositions(name=f"at_positions_{len(gathered)}")(
+                x, positions
+            )
+            gathered[id(x)] = out
+            compact.add(id(out))
+        return gathered[id(x)]
 
     def call_function(layer, *args, **kwargs):
         for i, twin in twins.values():
@@ -226,8 +283,21 @@ def build_inference_model(model, portable=False):
                     )
                 out = layer(*args, initial_state=inputs[i], **kwargs)
                 final_states[i] = list(out[1:])
+                if len(final_states) == len(twins):
+                    after_last.add(id(out[0]))
                 return out[0]
-        return layer(*args, **kwargs)
+        if not any(
+            id(t) in after_last for t in keras.tree.flatten((args, kwargs))
+        ):
+            return layer(*args, **kwargs)
+        # A head layer (downstream of the last recurrence): every input at
+        # ``positions`` only, each full tensor gathered once.
+        args, kwargs = keras.tree.map_structure(at_positions, (args, kwargs))
+        out = layer(*args, **kwargs)
+        for t in keras.tree.flatten(out):
+            after_last.add(id(t))
+            compact.add(id(t))
+        return out
 
     if len(model.inputs) != 1:
         raise ValueError(
@@ -244,6 +314,7 @@ def build_inference_model(model, portable=False):
     )
     if isinstance(logits, (list, tuple)):
         logits = logits[0]
+    logits = at_positions(logits)  # a model without a head layer
     for layer in layers:
         twin = twins[id(layer)][1]
         twin.set_weights(layer.get_weights())
@@ -252,7 +323,9 @@ def build_inference_model(model, portable=False):
     state_in = [t for i in range(len(layers)) for t in inputs[i]]
     state_out = [t for i in range(len(layers)) for t in final_states[i]]
     graph = keras.Model(
-        [tokens, *state_in], [logits, *state_out], name=f"{model.name}_infer"
+        [tokens, positions, *state_in],
+        [logits, *state_out],
+        name=f"{model.name}_infer",
     )
     vocab_size = logits.shape[-1]
     return InferenceModel(graph, names, shapes, vocab_size, portable, values)

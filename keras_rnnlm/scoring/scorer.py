@@ -35,6 +35,7 @@ import os
 
 import keras
 import numpy as np
+from keras import ops
 
 from keras_rnnlm.data.errors import OOVError
 from keras_rnnlm.metrics import token_nll
@@ -360,7 +361,9 @@ class Scorer:
                 y[r, : len(targets[i])] = targets[i]
             if init is None or init[0].shape[0] != len(rows):
                 init = self.inference.initial_states(len(rows))
-            ln, _ = self._fn(x, y, init)
+            # the output head runs at the real tokens only
+            lengths = [len(inputs[i]) for i in rows]
+            ln, _ = self._fn(x, y, init, real_positions(lengths, t))
             ln = keras.ops.convert_to_numpy(ln)
             for r, i in enumerate(rows):
                 out[i] = ln[r, : len(inputs[i])].astype(np.float64)
@@ -376,23 +379,55 @@ def _context_id(vocab, tokenization):
     return None
 
 
-def token_log_probs(inference, inputs, targets, states):
+def token_log_probs(inference, inputs, targets, states, positions=None):
     """ln p(targets | inputs, states) per position, and the final states.
 
     Backend-agnostic (``keras.ops``); shared by the Python scorer and the
     exported SavedModel endpoints.
+
+    Args:
+        positions: optional int32 flat indices into ``batch * time`` of
+            the positions to score (e.g. the real tokens of a padded
+            batch): the output head runs there only, and the other
+            positions get 0.
     """
-    logits, final = inference(inputs, states)
-    # logit[target] - logsumexp(logits): no second (batch, time, vocab)
-    # tensor, unlike gathering from log_softmax; one compiled kernel on
-    # TensorFlow unless the graph must stay free of XLA functions.
+    if positions is None:
+        logits, final = inference(inputs, states)
+        targets_at = targets
+    else:
+        logits, final = inference.at_positions(inputs, positions, states)
+        targets_at = ops.take(ops.reshape(targets, (-1,)), positions)
+    # logit[target] - logsumexp(logits): no second (tokens, vocab) tensor,
+    # unlike gathering from log_softmax; one compiled kernel on TensorFlow
+    # unless the graph must stay free of XLA functions.
     fused = not getattr(inference, "portable", False)
-    return -token_nll(targets, logits, fused=fused), final
+    ln = -token_nll(targets_at, logits, fused=fused)
+    if positions is not None:
+        shape = ops.shape(targets)
+        ln = ops.scatter(
+            ops.expand_dims(positions, -1), ln, (shape[0] * shape[1],)
+        )
+        ln = ops.reshape(ln, shape)
+    return ln, final
+
+
+def real_positions(lengths, width):
+    """Flat indices (int32) of the first ``lengths[b]`` steps of each row
+    of a ``(len(lengths), width)`` batch (NumPy)."""
+    lengths = np.asarray(lengths, np.int64)
+    mask = np.arange(width)[None, :] < lengths[:, None]
+    return np.flatnonzero(mask).astype(np.int32)
 
 
 def _make_scoring_fn(inference):
-    def fn(inputs, targets, states):
-        return token_log_probs(inference, inputs, targets, list(states))
+    """``fn(inputs, targets, states, positions=None)`` ->
+    :func:`token_log_probs`, one traced graph on TensorFlow (all
+    positions when ``positions`` is None)."""
+
+    def fn(inputs, targets, states, positions=None):
+        return token_log_probs(
+            inference, inputs, targets, list(states), positions
+        )
 
     if keras.backend.backend() != "tensorflow":
         return fn
@@ -403,16 +438,25 @@ def _make_scoring_fn(inference):
         tf.TensorSpec([None, *s], tf.float32) for s in inference.state_shapes
     ]
     compiled = tf.function(
-        lambda x, y, s: fn(x, y, s),
-        input_signature=[spec, spec, state_specs],
+        fn,
+        input_signature=[
+            spec,
+            spec,
+            state_specs,
+            tf.TensorSpec([None], tf.int32),
+        ],
         autograph=False,
     )
 
-    def call(inputs, targets, states):
+    def call(inputs, targets, states, positions=None):
+        inputs = tf.convert_to_tensor(inputs, tf.int32)
+        if positions is None:
+            positions = tf.range(tf.size(inputs), dtype=tf.int32)
         return compiled(
-            tf.convert_to_tensor(inputs, tf.int32),
+            inputs,
             tf.convert_to_tensor(targets, tf.int32),
             [tf.convert_to_tensor(s, tf.float32) for s in states],
+            tf.convert_to_tensor(positions, tf.int32),
         )
 
     return call

@@ -15,6 +15,7 @@ from keras_rnnlm.models import build_language_model
 from keras_rnnlm.scoring import Scorer
 from keras_rnnlm.scoring import Tokenization
 from keras_rnnlm.scoring import build_inference_model
+from keras_rnnlm.scoring.scorer import token_log_probs
 
 SENT = "the cat sees a ball ."
 
@@ -194,6 +195,22 @@ def test_char_level_scores_characters():
     assert raw.encode("a_b")[0] == ["a", "_", "b"]
 
 
+def _check_head_at_positions(inf, x, ref):
+    """The head runs at the asked positions only, with the same logits."""
+    assert tuple(inf.model.outputs[0].shape)[:2] == (1, None)
+    b, t = x.shape
+    positions = np.array([0, t - 1, t, b * t - 2], "int32")
+    got, _ = inf.at_positions(x, positions, inf.initial_states(b))
+    flat = np.asarray(ref).reshape(b * t, -1)
+    np.testing.assert_allclose(np.asarray(got), flat[positions], atol=1e-5)
+    y = np.roll(x, -1, axis=1)
+    full, _ = token_log_probs(inf, x, y, inf.initial_states(b))
+    part, _ = token_log_probs(inf, x, y, inf.initial_states(b), positions)
+    expect = np.zeros(b * t, "float32")
+    expect[positions] = np.asarray(full).reshape(-1)[positions]
+    np.testing.assert_allclose(np.asarray(part).reshape(-1), expect, atol=1e-5)
+
+
 _MULTICELL = dict(num_cells=3, strategy="min_max", initial_cells="linspace")
 
 
@@ -224,6 +241,7 @@ def test_inference_model_for_other_cells(cell, kwargs):
     np.testing.assert_allclose(
         np.concatenate([np.asarray(a), np.asarray(b)], 1), ref, atol=1e-5
     )
+    _check_head_at_positions(inf, x, ref)
 
 
 def test_stateful_model_rejected():
@@ -277,6 +295,7 @@ def test_inference_model_for_awd_family(extra):
     np.testing.assert_allclose(
         np.concatenate([np.asarray(a), np.asarray(b)], 1), ref, atol=1e-5
     )
+    _check_head_at_positions(inf, x, ref)
     vocab = Vocabulary([f"w{i}" for i in range(19)] + ["<eos>"])
     scorer = Scorer(inf, vocab)
     fs = scorer.full_scores("w1 w2 w3")
