@@ -46,6 +46,15 @@ def ptb_lines(n):
         return [next(f).strip() for _ in range(n)]
 
 
+def parse_buckets(text):
+    """``"32:4,64:8,:64"`` -> ``((32, 4), (64, 8), (None, 64))``."""
+    out = []
+    for part in text.split(","):
+        limit, step = part.split(":")
+        out.append((int(limit) if limit else None, int(step)))
+    return tuple(out)
+
+
 def make_scorer(args, workdir):
     from keras_rnnlm.config import ModelConfig
     from keras_rnnlm.data import load_corpus
@@ -58,12 +67,14 @@ def make_scorer(args, workdir):
         os.makedirs(run)
         for name in ("config.json", "vocab.json", "best.weights.h5"):
             shutil.copy(os.path.join(args.run, name), run)
-        return Scorer.from_run(run), f"run {args.run}"
+        scorer = Scorer.from_run(run, **args.scorer_kwargs)
+        return scorer, f"run {args.run}"
     hidden = SIZES[args.size]
     vocab = load_corpus("ptb", download=False).vocab
     cfg = ModelConfig(embedding_dim=hidden, hidden_sizes=[hidden, hidden])
     model = build_language_model(cfg, len(vocab), None, stateful=False, seed=0)
-    return Scorer(model, vocab), f"zaremba {args.size}, random weights"
+    scorer = Scorer(model, vocab, **args.scorer_kwargs)
+    return scorer, f"zaremba {args.size}, random weights"
 
 
 def torch_model(scorer):
@@ -110,8 +121,13 @@ def torch_model(scorer):
     return m
 
 
-def batches(rows, batch_size):
-    order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+def batches(rows, batch_size, by_length=True):
+    """Consecutive batches of ``rows``, after sorting them by length unless
+    ``by_length`` is False (then in corpus order, as a server receives
+    them: every batch padded to its longest sentence)."""
+    order = list(range(len(rows)))
+    if by_length:
+        order.sort(key=lambda i: len(rows[i]))
     for s in range(0, len(order), batch_size):
         yield [rows[i] for i in order[s : s + batch_size]]
 
@@ -138,8 +154,24 @@ def main(argv=None):
         help="intra-op threads of TensorFlow and torch alike (a shared "
         "2-core machine: 1 avoids oversubscription)",
     )
+    p.add_argument(
+        "--time-buckets",
+        help="padded lengths, e.g. '64:8,128:16,256:32,:64' (default: the "
+        "package's TIME_BUCKETS)",
+    )
+    p.add_argument(
+        "--unsorted",
+        action="store_true",
+        help="batch the sentences in corpus order (a server's batches: "
+        "padded to their longest) instead of sorted by length",
+    )
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
+    args.scorer_kwargs = (
+        {"time_buckets": parse_buckets(args.time_buckets)}
+        if args.time_buckets
+        else {}
+    )
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
     import tensorflow_text  # noqa: F401
@@ -213,10 +245,11 @@ def main(argv=None):
         for bs in args.batch_sizes:
             scorer.batch_size = bs
             for name, fn in impls.items():
-                for rows in batches(ids, bs):  # warm-up (compilation)
+                sort = not args.unsorted
+                for rows in batches(ids, bs, sort):  # warm-up (compilation)
                     fn(rows)
                 t = time.perf_counter()
-                for rows in batches(ids, bs):
+                for rows in batches(ids, bs, sort):
                     fn(rows)
                 tps = n_tokens / (time.perf_counter() - t)
                 results.append(("throughput", name, bs, tps))
@@ -253,6 +286,8 @@ def main(argv=None):
         "torch": torch.__version__,
         "tensorflow": tf.__version__,
         "export_seconds": round(export_s, 1),
+        "batches": "corpus order" if args.unsorted else "sorted by length",
+        "time_buckets": [list(b) for b in scorer.time_buckets],
         "max_abs_diff_vs_scorer": {k: float(v) for k, v in diffs.items()},
     }
     torch_tps = {

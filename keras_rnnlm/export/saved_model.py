@@ -49,7 +49,6 @@ import keras
 import numpy as np
 
 from keras_rnnlm.scoring.inference_model import build_inference_model
-from keras_rnnlm.scoring.scorer import TIME_BUCKETS
 from keras_rnnlm.scoring.scorer import Scorer
 from keras_rnnlm.scoring.scorer import token_log_probs
 
@@ -110,6 +109,7 @@ class _Graph:
         self.bos_id = scorer._context_id
         self.tokenization = scorer.tokenization
         self.top_k = min(int(top_k), len(vocab))
+        self.time_buckets = scorer.time_buckets
         init = tf.lookup.TextFileInitializer(
             vocab_path,
             tf.string,
@@ -170,8 +170,9 @@ class _Graph:
     def bucket_length(self, t):
         """In-graph :func:`keras_rnnlm.scoring.scorer.bucket_length`."""
         tf = self.tf
-        step = tf.constant(TIME_BUCKETS[-1][1], tf.int32)
-        for limit, size in reversed(TIME_BUCKETS[:-1]):
+        buckets = self.time_buckets
+        step = tf.constant(buckets[-1][1], tf.int32)
+        for limit, size in reversed(buckets[:-1]):
             step = tf.where(t <= limit, size, step)
         return (t + step - 1) // step * step
 
@@ -387,6 +388,7 @@ def export_saved_model(
             scorer.vocab,
             scorer.tokenization,
             scorer.batch_size,
+            scorer.time_buckets,
         )
     path = os.fspath(path)
     if os.path.exists(path):
@@ -440,5 +442,5 @@ def _metadata(scorer):
         "tokenization": scorer.tokenization.to_dict(),
         "state_names": scorer.inference.state_names,
         "state_shapes": [list(s) for s in scorer.inference.state_shapes],
-        "time_buckets": [list(b) for b in TIME_BUCKETS],
+        "time_buckets": [list(b) for b in scorer.time_buckets],
     }

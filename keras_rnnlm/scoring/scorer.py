@@ -47,17 +47,39 @@ from keras_rnnlm.scoring.tokenization import tokenization_for_run
 LN10 = math.log(10.0)
 # Scored batches are right-padded in time to a bucketed length, so that
 # the compiled (XLA) loops see a bounded set of shapes: up to ``limit``
-# steps, a multiple of ``step``. Short sentences, the common case, waste at
-# most 7 steps (16-step buckets padded a 23-token PTB sentence to 32:
-# +39% work for one sentence); 16 shapes cover lengths up to 256.
-TIME_BUCKETS = ((64, 8), (128, 16), (256, 32), (None, 64))
+# steps, a multiple of ``step``. Padding costs recurrent steps (the output
+# head runs at the real tokens only): with 8-step buckets a 17-token PTB
+# sentence ran 24 steps. Sentences up to 32 tokens (most of PTB's) use
+# 4-step buckets, at most 3 wasted steps; 20 shapes cover lengths up to 256.
+TIME_BUCKETS = ((32, 4), (64, 8), (128, 16), (256, 32), (None, 64))
 
 
-def bucket_length(t):
+def check_time_buckets(buckets):
+    """Validates ``((limit, step), ..., (None, step))``; returns a tuple."""
+    buckets = tuple(
+        (None if limit is None else int(limit), int(step))
+        for limit, step in buckets
+    )
+    limits = [limit for limit, _ in buckets[:-1]]
+    if (
+        not buckets
+        or buckets[-1][0] is not None
+        or any(limit is None for limit in limits)
+        or limits != sorted(set(limits))
+        or any(step < 1 for _, step in buckets)
+    ):
+        raise ValueError(
+            "time_buckets must be ((limit, step), ...) with increasing "
+            f"limits, steps >= 1 and a last (None, step); got {buckets}"
+        )
+    return buckets
+
+
+def bucket_length(t, buckets=TIME_BUCKETS):
     """The padded length of a batch whose longest row has ``t`` steps
     (see :data:`TIME_BUCKETS`)."""
     t = int(t)
-    for limit, step in TIME_BUCKETS:
+    for limit, step in buckets:
         if limit is None or t <= limit:
             return -(-t // step) * step
     raise AssertionError("unreachable")
@@ -144,6 +166,9 @@ class Scorer:
         vocab: the model's :class:`~keras_rnnlm.data.Vocabulary`.
         tokenization: a :class:`Tokenization` (default whitespace).
         batch_size: sentences per forward pass in batched scoring.
+        time_buckets: the padded lengths (:data:`TIME_BUCKETS`; finer
+            buckets: less padding, more compiled shapes). An exported
+            model keeps its scorer's.
 
     Example:
 
@@ -152,7 +177,14 @@ class Scorer:
     -17.3
     """
 
-    def __init__(self, model, vocab, tokenization=None, batch_size=64):
+    def __init__(
+        self,
+        model,
+        vocab,
+        tokenization=None,
+        batch_size=64,
+        time_buckets=TIME_BUCKETS,
+    ):
         self.config = None
         self.model = None if isinstance(model, InferenceModel) else model
         if not isinstance(model, InferenceModel):
@@ -166,6 +198,7 @@ class Scorer:
         self.vocab = vocab
         self.tokenization = tokenization or Tokenization()
         self.batch_size = int(batch_size)
+        self.time_buckets = check_time_buckets(time_buckets)
         self._context_id = _context_id(vocab, self.tokenization)
         self._fn = _make_scoring_fn(model)
 
@@ -353,7 +386,7 @@ class Scorer:
                 for i in rows:
                     out[i] = np.zeros(0, np.float32)
                 continue
-            t = bucket_length(t)
+            t = bucket_length(t, self.time_buckets)
             x = np.zeros((len(rows), t), np.int32)
             y = np.zeros((len(rows), t), np.int32)
             for r, i in enumerate(rows):

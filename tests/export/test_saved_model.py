@@ -305,18 +305,26 @@ def test_in_graph_time_buckets_equal_the_scorer_s():
     import tensorflow as tf
 
     from keras_rnnlm.export.saved_model import _Graph
+    from keras_rnnlm.scoring.scorer import TIME_BUCKETS
     from keras_rnnlm.scoring.scorer import bucket_length
+    from keras_rnnlm.scoring.scorer import check_time_buckets
 
     ts = np.arange(0, 700)
-    got = _Graph.bucket_length(
-        types.SimpleNamespace(tf=tf), tf.constant(ts, tf.int32)
-    ).numpy()
-    want = [bucket_length(t) for t in ts]
-    np.testing.assert_array_equal(got, want)
-    assert bucket_length(23) == 24 and bucket_length(1) == 8
-    assert all(bucket_length(t) >= t for t in ts)
-    # A bounded set of compiled shapes: 16 lengths cover 1..256.
-    assert len({bucket_length(t) for t in range(1, 257)}) == 16
+    coarse = ((64, 8), (128, 16), (None, 64))
+    for buckets in (TIME_BUCKETS, coarse):
+        graph = types.SimpleNamespace(tf=tf, time_buckets=buckets)
+        got = _Graph.bucket_length(graph, tf.constant(ts, tf.int32)).numpy()
+        want = [bucket_length(t, buckets) for t in ts]
+        np.testing.assert_array_equal(got, want)
+        assert all(bucket_length(t, buckets) >= t for t in ts)
+    assert bucket_length(23) == 24 and bucket_length(17) == 20
+    assert bucket_length(1) == 4 and bucket_length(33) == 40
+    assert bucket_length(17, coarse) == 24
+    # A bounded set of compiled shapes: 20 lengths cover 1..256.
+    assert len({bucket_length(t) for t in range(1, 257)}) == 20
+    for bad in (((64, 8),), ((64, 8), (32, 4), (None, 64)), ((None, 0),)):
+        with pytest.raises(ValueError, match="time_buckets"):
+            check_time_buckets(bad)
 
 
 def test_multicell_export_starts_from_the_initial_cells(tmp_path):
