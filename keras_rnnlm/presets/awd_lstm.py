@@ -30,8 +30,15 @@ size and 4 epochs. Measured training speed on one core of this 2-core
 machine (``python bench/awd_speed.py --recipe R --preset cpu --steps 10
 --warmup 3``, one thread, ``bench/results/awd_speed.jsonl``): AWD-LSTM
 ~5.4 min per PTB epoch, MoS ~17, Major-Minor (MoS head) ~16, DOC ~23; so
-4 epochs take ~25 min (AWD) to ~1.5 h (DOC) plus evaluation. Their
-numbers are NOT comparable with the papers'.
+4 epochs take ~25 min (AWD) to ~1.5 h (DOC) plus evaluation. On WT2
+(2.1M training tokens, 33,278 words) the tied decoder dominates a
+mixture head's step: measured in the real runs on one core beside
+another run, MoS ~2.4 s and DOC ~3.5 s per batch of 20 x ~35 tokens,
+i.e. ~2.1 h (MoS) and ~3 h (DOC) per epoch, ~9-13 h for 4 epochs; an
+H100 with Keras on JAX runs them in minutes. Mid-epoch checkpoints
+(``train.checkpoint_every_minutes``) let such a run span several
+sessions: re-running the same command resumes it. Their numbers are NOT
+comparable with the papers'.
 """
 
 import copy
