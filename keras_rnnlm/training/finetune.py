@@ -44,11 +44,14 @@ def finetune(run_dir, rounds=1, overrides=(), resume=True):
     previous = _best_val(run_dir)
     start = os.path.join(run_dir, "best.weights.h5")
     out = []
+    # the run's own interval (0 is a valid one); 5 for a run without one
+    nonmono = config.train.nt_asgd_nonmono
+    nonmono = 5 if nonmono is None else nonmono
     for k in range(1, rounds + 1):
         t = dataclasses.replace(
             config.train,
             out_dir=os.path.join(run_dir, f"finetune{k}"),
-            nt_asgd_nonmono=config.train.nt_asgd_nonmono or 5,
+            nt_asgd_nonmono=nonmono,
             nt_asgd_from_start=True,
             stop_on_nonmono=True,
         )

@@ -37,6 +37,21 @@ class _Kill(keras.callbacks.Callback):
             raise _Killed(f"killed in epoch {self.epoch} at batch {batch}")
 
 
+class _Batches(keras.callbacks.Callback):
+    """Counts the training batches run in each epoch."""
+
+    def __init__(self):
+        super().__init__()
+        self.per_epoch = {}
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+        self.per_epoch.setdefault(epoch, 0)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.per_epoch[self._epoch] += 1
+
+
 def _log(out):
     with open(os.path.join(out, "log.csv")) as f:
         return list(csv.DictReader(f))
@@ -54,14 +69,26 @@ def _checkpoint_weights(cfg):
 def _kill_and_resume(cfg, tmp_path, epoch, batch):
     """Trains ``cfg`` straight and with a kill; returns both run dirs."""
     straight = apply_overrides(cfg, [f"train.out_dir={tmp_path / 'straight'}"])
-    train(straight)
+    full = _Batches()
+    train(straight, callbacks=[full])
     killed = apply_overrides(cfg, [f"train.out_dir={tmp_path / 'killed'}"])
     with pytest.raises(_Killed):
         train(killed, callbacks=[_Kill(epoch, batch)])
     ckpt = tmp_path / "killed" / "checkpoint"
     partial = json.load(open(ckpt / "partial.json"))
     assert partial["epoch"] == epoch
-    train(killed)  # resumes in the middle of ``epoch``
+    rest = _Batches()
+    train(killed, callbacks=[rest])  # resumes in the middle of ``epoch``
+    # the resumed run trains only what the kill left: the rest of
+    # ``epoch`` after the checkpointed batches, then the later epochs
+    # (not ``epoch`` again from its start, nor the epochs before it)
+    done = partial["batches_done"]
+    assert done > 0
+    assert rest.per_epoch == {
+        e: n - done if e == epoch else n
+        for e, n in full.per_epoch.items()
+        if e >= epoch
+    }
     assert not (ckpt / "partial.json").exists()
     assert not [n for n in os.listdir(ckpt) if "partial-" in n]
     return straight, killed, partial

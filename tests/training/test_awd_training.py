@@ -114,17 +114,28 @@ def test_awd_run_nt_asgd_and_finetune(tmp_path):
 
     rounds = finetune(out, rounds=2, overrides=["train.epochs=3"])
     assert 1 <= len(rounds) <= 2
-    first = _log(rounds[0]["run_dir"])
-    assert all(float(r["asgd"]) == 1.0 for r in first)  # averaging from 0
-    if len(rounds) == 2:
-        assert rounds[0]["best_val_loss"] < rounds[0]["start_val_loss"]
-    else:  # stopped repeating: the first round did not improve
-        assert rounds[0]["best_val_loss"] >= rounds[0]["start_val_loss"]
-    for r in rounds:  # each round ends on the rule or its epoch budget
-        n = len(_log(r["run_dir"]))
+    with open(os.path.join(out, "best.json")) as f:
+        previous = float(json.load(f)["val_loss"])
+    for k, r in enumerate(rounds):
+        log = _log(r["run_dir"])
+        assert all(float(row["asgd"]) == 1.0 for row in log)  # from step 0
+        vals = [float(row["val_loss"]) for row in log]
+        # the round stops at the first epoch where the rule (the run's
+        # interval 0: any increase over the best so far) fires, else after
+        # its 3 epochs; hand-applied to the logged validation losses
+        stop = next(
+            (e for e in range(1, len(vals)) if vals[e] > min(vals[:e])), None
+        )
+        assert len(vals) == (3 if stop is None else stop + 1)
         with open(os.path.join(r["run_dir"], "checkpoint", "state.json")) as f:
             stopped = json.load(f)["callbacks"]["NTASGD"]["stopped_epoch"]
-        assert n == 3 or stopped == n - 1
+        assert stopped == stop
+        assert r["start_val_loss"] == previous
+        np.testing.assert_allclose(r["best_val_loss"], min(vals), rtol=1e-6)
+        improved = r["best_val_loss"] < previous
+        # a round that improves is followed by another (up to 2 rounds)
+        assert improved == (k + 1 < len(rounds)) or k + 1 == 2
+        previous = min(previous, r["best_val_loss"])
 
 
 class _Recorder(keras.callbacks.Callback):

@@ -65,9 +65,18 @@ def test_resume_equals_uninterrupted(tiny_config, tmp_path, dropout):
     )
     train(interrupted)  # "killed" after epoch 1
     resumed = apply_overrides(interrupted, ["train.epochs=2"])
-    train(resumed)
+    epochs = []
+
+    class Epochs(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            epochs.append(epoch)
+
+    train(resumed, callbacks=[Epochs()])
+    assert epochs == [1]  # only the missing epoch is trained
     state = json.load(open(tmp_path / "resumed" / "checkpoint" / "state.json"))
     assert state["epoch"] == 1 and len(state["history"]) == 2
+    with open(tmp_path / "resumed" / "log.csv") as f:  # appended, no repeat
+        assert [line.split(",")[0] for line in f][1:] == ["0", "1"]
     for a, b in zip(_weights(straight), _weights(resumed)):
         np.testing.assert_allclose(a, b, atol=1e-5)
 
