@@ -41,9 +41,24 @@ def test_plateau_annealing_min_lr_and_state():
     for p in [10, 10, 10, 10]:
         cb.step(p)
     assert cb.lr == 4e-4
-    clone = PlateauAnnealing(1.0)
+    clone = PlateauAnnealing(1e-3, decay=0.5, epochs_to_wait=0, min_lr=4e-4)
     clone.set_state(cb.get_state())
-    assert clone.get_state() == cb.get_state()
+    assert clone.lr == 4e-4
+
+
+def test_plateau_annealing_resumes_mid_plateau():
+    """Restored after 200, 150, 149 (one chance used, previous 149), a
+    fresh callback continues as the original: 148.5 is the second chance,
+    148 decays (the scripted case above); without the state it would not
+    decay there."""
+    cb = PlateauAnnealing(1.0, decay=0.5, epochs_to_wait=2, min_reduction=2)
+    for p in [200, 150, 149]:
+        cb.step(p)
+    clone = PlateauAnnealing(1.0, decay=0.5, epochs_to_wait=2, min_reduction=2)
+    clone.set_state(cb.get_state())
+    assert [clone.step(p) for p in [148.5, 148, 140]] == [1.0, 0.5, 0.5]
+    cold = PlateauAnnealing(1.0, decay=0.5, epochs_to_wait=2, min_reduction=2)
+    assert [cold.step(p) for p in [148.5, 148, 140]] == [1.0, 1.0, 1.0]
 
 
 def test_divide_on_plateau_pytorch_examples():

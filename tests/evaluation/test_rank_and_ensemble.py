@@ -1,6 +1,7 @@
 import math
 
 import numpy as np
+from keras import ops
 
 from keras_rnnlm.config import ModelConfig
 from keras_rnnlm.evaluation.ensemble import ensemble_evaluate
@@ -45,21 +46,41 @@ def test_softmax_bottleneck_tied_vs_mos():
     assert ranks["mos"] > 6
 
 
-def test_ensemble_of_identical_models_equals_member(tmp_path):
-    ids = np.random.default_rng(1).integers(0, 30, 300)
-    cfg = _cfg("tied")
-    paths = []
+def _np_log_softmax(x):
+    x = x.astype(np.float64)
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def test_ensemble_averages_probabilities(tmp_path):
+    """Against an independent computation: each member run once over its
+    whole streams (state carried inside one call, not across windows),
+    its token log-probs mixed as log((p0 + p1) / 2). Averaging the
+    log-probs instead would give the mean of the members' NLLs, which the
+    mixture beats strictly (Jensen) when the members differ."""
+    ids = np.random.default_rng(1).integers(0, 30, 301)
+    cfg = _cfg("tied", init_range=1.0)  # members that differ visibly
+    paths, token_lp = [], []
+    streams = ids[:300].reshape(2, 150)
+    x, y = streams[:, :-1], streams[:, 1:]
     for seed in (0, 1):
         m = build_language_model(cfg, 30, 2, seed=seed)
         paths.append(str(tmp_path / f"m{seed}.weights.h5"))
         m.save_weights(paths[-1])
-    same = ensemble_evaluate([(cfg, paths[0])] * 2, 30, ids, 2, 10)
-    assert math.isclose(same["ppl"], same["member_ppl"][0], rel_tol=1e-6)
+        lp = _np_log_softmax(ops.convert_to_numpy(m(x, training=False)))
+        token_lp.append(np.take_along_axis(lp, y[..., None], -1)[..., 0])
+    member_nll = [-t.mean() for t in token_lp]
+    expect = -(np.logaddexp(*token_lp) - math.log(2)).mean()
+
     mixed = ensemble_evaluate([(cfg, p) for p in paths], 30, ids, 2, 10)
-    # Jensen: the mixture's NLL is at most the mean of the members' NLLs.
-    mean_nll = np.mean([math.log(p) for p in mixed["member_ppl"]])
-    assert mixed["nll"] <= mean_nll + 1e-9
-    assert mixed["tokens"] == same["tokens"]
+    assert mixed["tokens"] == y.size
+    np.testing.assert_allclose(mixed["nll"], expect, rtol=1e-5)
+    np.testing.assert_allclose(
+        [math.log(p) for p in mixed["member_ppl"]], member_nll, rtol=1e-5
+    )
+    assert mixed["nll"] < np.mean(member_nll) - 1e-3
+    same = ensemble_evaluate([(cfg, paths[0])] * 2, 30, ids, 2, 10)
+    np.testing.assert_allclose(same["nll"], member_nll[0], rtol=1e-5)
 
 
 def test_rank_of_float32_log_softmax_with_a_large_mean_direction():

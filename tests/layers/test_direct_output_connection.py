@@ -25,9 +25,57 @@ def test_cv_penalty_on_fixed_tensor_as_reference_code():
     # cv^2 = var * (J - 1) / mean^2 = 0.050667 * 2 / (4 / 9) = 0.228
     got = float(coefficient_of_variation_squared(prior))
     assert np.isclose(got, 0.228, rtol=1e-5)
-    # The textbook Eq. 13 on B summed over the whole batch differs:
-    b = np.array([1.1, 1.4, 1.5])
-    assert not np.isclose((b.std() / b.mean()) ** 2, 0.228)
+    # (The textbook Eq. 13 on B summed over the whole batch, [1.1, 1.4,
+    # 1.5], gives (std / mean)^2 = 0.0163 instead.)
+
+
+def _np_softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def test_latents_prior_and_cv_loss_against_numpy():
+    """Distinct random weights: the latents are tanh(h_n W_n + b_n) of the
+    sources with i_n > 0, in source order, split into i_n components; the
+    prior logits are h_last W_pi (no bias); the training loss is
+    lambda * cv^2 of softmax(prior) by the hand formula of the first
+    test; the training latents are the inference ones under one locked
+    mask (0 or 1 / (1 - p), constant over time)."""
+    rng = np.random.default_rng(3)
+    comps, e, p = [2, 0, 3], 4, 0.5
+    srcs = [rng.normal(size=(2, 5, d)).astype("float32") for d in (3, 6, 7)]
+    doc = DirectOutputConnection(
+        comps, e, latent_dropout=p, cv_penalty=0.3, seed=1
+    )
+    doc.build([x.shape for x in srcs])
+    for w in doc.trainable_weights:
+        w.assign(rng.normal(size=w.shape).astype("float32"))
+    weights = {w.path.split("/")[-1]: w.numpy() for w in doc.weights}
+    parts = [
+        np.tanh(x @ weights[f"kernel_{n}"] + weights[f"bias_{n}"])
+        for n, x in enumerate(srcs)
+        if comps[n]
+    ]
+    expect_latent = np.concatenate(parts, -1).reshape(2, 5, 5, e)
+    expect_prior = srcs[-1] @ weights["prior_kernel"]
+    latent, prior = doc(srcs)
+    np.testing.assert_allclose(latent, expect_latent, atol=1e-5)
+    np.testing.assert_allclose(prior, expect_prior, atol=1e-4)
+    assert not doc.losses
+
+    latent, prior = doc(srcs, training=True)
+    np.testing.assert_allclose(prior, expect_prior, atol=1e-4)
+    b = _np_softmax(expect_prior.astype("float64")).sum(1).reshape(-1)
+    j = sum(comps)
+    cv2 = b.var(ddof=1) * (j - 1) / b.mean() ** 2
+    assert len(doc.losses) == 1
+    np.testing.assert_allclose(float(doc.losses[0]), 0.3 * cv2, rtol=1e-4)
+    latent = ops.convert_to_numpy(latent)
+    kept = (latent != 0).reshape(2, 5, j * e)  # one mask over J * E
+    assert 0 < kept.mean() < 1
+    np.testing.assert_array_equal(kept, kept[:, :1].repeat(5, 1))
+    mask = kept.reshape(latent.shape) / (1 - p)
+    np.testing.assert_allclose(latent, expect_latent * mask, atol=1e-5)
 
 
 def _model(components=(1, 0, 2), cv_penalty=0.01):

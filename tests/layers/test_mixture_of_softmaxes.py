@@ -50,3 +50,43 @@ def test_head_probabilities_sum_to_one_and_serialize(tmp_path):
         ops.convert_to_numpy(model(x)),
         atol=1e-6,
     )
+
+
+def test_head_against_numpy_and_locked_latent_dropout():
+    """Distinct random weights: latent_k = tanh(h W + b) split into K
+    experts, prior logits h W_pi (no bias), decoded by the tied embedding
+    E^T + b_out and mixed in probability space (Yang et al. Eq. 2); in
+    training the latent is the inference latent under one locked mask
+    (0 or 1 / (1 - p), constant over time)."""
+    rng = np.random.default_rng(5)
+    k, e, v, p = 3, 4, 9, 0.4
+    h = rng.normal(size=(2, 6, 5)).astype("float32")
+    mos = MixtureOfSoftmaxes(k, e, latent_dropout=p, seed=2)
+    emb = TiedEmbedding(v, e)
+    mos.build(h.shape)
+    emb.build()
+    for w in [*mos.weights, *emb.weights]:
+        w.assign(rng.normal(size=w.shape).astype("float32"))
+    w_lat, b_lat = mos.latent_kernel.numpy(), mos.latent_bias.numpy()
+    w_pi = mos.prior_kernel.numpy()
+    table, b_out = emb.embeddings.numpy(), emb.output_bias.numpy()
+    expect_latent = np.tanh(h @ w_lat + b_lat).reshape(2, 6, k, e)
+    expect_prior = h @ w_pi
+    pi = _np_softmax(expect_prior.astype("float64"))
+    experts = _np_softmax(expect_latent.astype("float64") @ table.T + b_out)
+    expect_logp = np.log((pi[..., None] * experts).sum(-2))
+
+    latent, prior = mos(h)
+    np.testing.assert_allclose(latent, expect_latent, atol=1e-5)
+    np.testing.assert_allclose(prior, expect_prior, atol=1e-4)
+    logp = MixtureLogProbs()([emb(latent, reverse=True), prior])
+    np.testing.assert_allclose(logp, expect_logp, atol=1e-4)
+
+    latent, prior = mos(h, training=True)
+    np.testing.assert_allclose(prior, expect_prior, atol=1e-4)
+    latent = ops.convert_to_numpy(latent)
+    kept = (latent != 0).reshape(2, 6, k * e)
+    assert 0 < kept.mean() < 1
+    np.testing.assert_array_equal(kept, kept[:, :1].repeat(6, 1))
+    mask = kept.reshape(latent.shape) / (1 - p)
+    np.testing.assert_allclose(latent, expect_latent * mask, atol=1e-5)
