@@ -111,22 +111,76 @@ def test_finetune_stops_on_nonmonotone_condition(tmp_path):
 def test_average_through_fit_is_the_mean_of_the_iterates(tmp_path):
     """Inside ``model.fit`` (the JAX trainer keeps the weights outside the
     variables during an epoch) the average is still that of every step's
-    weights."""
+    weights: the four SGD iterates of a linear model under MSE computed
+    in closed form with NumPy."""
     model = _model()
+    w0 = [ops.convert_to_numpy(v) for v in model.trainable_variables]
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
     cb = NTASGD(str(tmp_path), nonmono=1, start_averaging=True)
-    seen = []
-
-    class Record(keras.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):
-            seen.append([ops.convert_to_numpy(v) for v in cb._variables()])
-
     rng = np.random.default_rng(0)
     x = rng.normal(size=(12, 3)).astype("float32")
     y = rng.normal(size=(12, 2)).astype("float32")
-    model.fit(x, y, batch_size=3, epochs=1, verbose=0, callbacks=[cb, Record()])
-    assert cb.n_averaged == 4 and len(seen) == 4
-    # the iterates differ (training moved the weights)
-    assert not np.allclose(seen[0][0], seen[-1][0])
-    for avg, *iterates in zip(cb.average_weights(), *seen):
-        np.testing.assert_allclose(avg, np.mean(iterates, 0), rtol=1e-5)
+    model.fit(
+        x, y, batch_size=3, epochs=1, shuffle=False, verbose=0, callbacks=[cb]
+    )
+    assert cb.n_averaged == 4
+    w, b = (a.astype("float64") for a in w0)
+    iterates = []
+    for i in range(0, 12, 3):  # d mean((xW + b - y)^2) / d(W, b)
+        err = x[i : i + 3] @ w + b - y[i : i + 3]
+        scale = 2.0 / err.size
+        w = w - 0.1 * scale * x[i : i + 3].T @ err
+        b = b - 0.1 * scale * err.sum(0)
+        iterates.append((w, b))
+    assert not np.allclose(iterates[0][0], iterates[-1][0])
+    expect = [np.mean([it[j] for it in iterates], 0) for j in (0, 1)]
+    for avg, e in zip(cb.average_weights(), expect):
+        np.testing.assert_allclose(avg, e, rtol=1e-5, atol=1e-6)
+    # the raw weights after fit are the last iterate, not the average
+    for v, e in zip(model.trainable_variables, iterates[-1]):
+        np.testing.assert_allclose(ops.convert_to_numpy(v), e, atol=1e-6)
+
+
+def test_trainer_saves_averaged_best_and_raw_last(tiny_config):
+    """Through the trainer's callback order: ``best.weights.h5`` holds the
+    average of every step's weights (validated and saved swapped in) and
+    ``checkpoint/last.weights.h5`` the raw last iterate (swapped out)."""
+    import os
+
+    from keras_rnnlm.config import apply_overrides
+    from keras_rnnlm.training import prepare_run
+    from keras_rnnlm.training import train
+
+    cfg = apply_overrides(
+        tiny_config,
+        [
+            "train.epochs=1",
+            "train.optimizer=sgd",
+            "train.learning_rate=1.0",
+            "train.nt_asgd_from_start=true",
+        ],
+    )
+    iterates = []
+
+    class Record(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            iterates.append(
+                [ops.convert_to_numpy(v) for v in self.model.trainable_weights]
+            )
+
+    train(cfg, callbacks=[Record()])
+    _, model = prepare_run(cfg)
+    out = cfg.train.out_dir
+
+    def saved(path):
+        model.load_weights(path)
+        return [ops.convert_to_numpy(v) for v in model.trainable_weights]
+
+    assert len(iterates) > 2
+    assert not np.allclose(iterates[0][0], iterates[-1][0])
+    mean = [np.mean(ws, 0) for ws in zip(*iterates)]
+    for got, e in zip(saved(os.path.join(out, "best.weights.h5")), mean):
+        np.testing.assert_allclose(got, e, rtol=1e-4, atol=1e-6)
+    last = saved(os.path.join(out, "checkpoint", "last.weights.h5"))
+    for got, e in zip(last, iterates[-1]):
+        np.testing.assert_allclose(got, e, atol=1e-6)
