@@ -83,6 +83,27 @@ def test_ensemble_averages_probabilities(tmp_path):
     np.testing.assert_allclose(same["nll"], member_nll[0], rtol=1e-5)
 
 
+def test_log_prob_matrix_rows_are_the_contexts_log_softmax():
+    """Each window's real (unpadded) positions, batch-major, in stream
+    order; compared with the log-softmax of one whole-stream pass (state
+    carried inside the call rather than across windows)."""
+    ids = np.random.default_rng(2).integers(0, 30, 45)
+    model = build_language_model(_cfg("tied", init_range=1.0), 30, 2, seed=0)
+    got = log_prob_matrix(model, ids, 100, bptt=10)
+    streams = ids[:44].reshape(2, 22)
+    full = _np_log_softmax(
+        ops.convert_to_numpy(model(streams[:, :-1], training=False))
+    )
+    expect = np.concatenate(
+        [full[:, t : t + 10].reshape(-1, 30) for t in range(0, 21, 10)]
+    )
+    assert got.shape == (42, 30)
+    np.testing.assert_allclose(got, expect, atol=1e-5)
+    np.testing.assert_allclose(
+        log_prob_matrix(model, ids, 15, bptt=10), expect[:15], atol=1e-5
+    )
+
+
 def test_rank_of_float32_log_softmax_with_a_large_mean_direction():
     """As a trained model's log-probabilities: float32 logits with a bias,
     entries around -10. The rank is d + bias + normaliser; a tolerance
