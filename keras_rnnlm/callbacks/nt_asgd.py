@@ -39,6 +39,14 @@ from keras import ops
 from keras_rnnlm.callbacks.base import StatefulCallback
 from keras_rnnlm.callbacks.base import sync_model_state
 
+DEFAULT_NONMONO = 5  # the reference code's default interval
+
+
+def nonmono_interval(configured):
+    """The interval a run uses: its configured one (0 included), else
+    :data:`DEFAULT_NONMONO`."""
+    return DEFAULT_NONMONO if configured is None else int(configured)
+
 
 def should_trigger(history, val_loss, nonmono):
     """The reference trigger: ``len(h) > n and val_loss > min(h[:-n])``.
@@ -92,7 +100,7 @@ class NTASGD(StatefulCallback):
     def __init__(
         self,
         directory,
-        nonmono=5,
+        nonmono=DEFAULT_NONMONO,
         start_averaging=False,
         stop_when_triggered=False,
         monitor="val_loss",

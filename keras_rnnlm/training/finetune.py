@@ -22,6 +22,7 @@ import dataclasses
 import json
 import os
 
+from keras_rnnlm.callbacks.nt_asgd import nonmono_interval
 from keras_rnnlm.config import apply_overrides
 from keras_rnnlm.training.trainer import load_run
 from keras_rnnlm.training.trainer import train
@@ -44,9 +45,7 @@ def finetune(run_dir, rounds=1, overrides=(), resume=True):
     previous = _best_val(run_dir)
     start = os.path.join(run_dir, "best.weights.h5")
     out = []
-    # the run's own interval (0 is a valid one); 5 for a run without one
-    nonmono = config.train.nt_asgd_nonmono
-    nonmono = 5 if nonmono is None else nonmono
+    nonmono = nonmono_interval(config.train.nt_asgd_nonmono)
     for k in range(1, rounds + 1):
         t = dataclasses.replace(
             config.train,

@@ -23,6 +23,7 @@ from keras_rnnlm.callbacks import make_lr_schedule
 from keras_rnnlm.callbacks.bptt_lr import SequenceLengthLRScale
 from keras_rnnlm.callbacks.checkpoint import atomic_write_text
 from keras_rnnlm.callbacks.nt_asgd import NTASGD
+from keras_rnnlm.callbacks.nt_asgd import nonmono_interval
 from keras_rnnlm.callbacks.regularization import RegularizerLogger
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.data import Vocabulary
@@ -204,7 +205,7 @@ def train(config, callbacks=(), resume=True, init_weights=None):
     if t.nt_asgd_nonmono is not None or t.nt_asgd_from_start:
         nt_asgd = NTASGD(
             out,
-            nonmono=t.nt_asgd_nonmono if t.nt_asgd_nonmono is not None else 5,
+            nonmono=nonmono_interval(t.nt_asgd_nonmono),
             start_averaging=t.nt_asgd_from_start,
             stop_when_triggered=t.stop_on_nonmono,
         )
