@@ -33,6 +33,8 @@ class DataConfig:
         test_batch_size: test batch size.
         eval_bptt: evaluation window (``None``: ``bptt``).
         max_tokens: truncate every split (smoke tests).
+        max_train_tokens: train on the first this many training tokens
+            only; validation and test stay whole (short-budget modes).
         bptt_max_delta: variable BPTT: clip drawn lengths at
             ``bptt + delta`` (MoS/DOC ``max_seq_len_delta``).
         bptt_multiple: variable BPTT: round drawn lengths to the nearest
@@ -50,6 +52,7 @@ class DataConfig:
     test_batch_size: int = 1
     eval_bptt: int | None = None
     max_tokens: int | None = None
+    max_train_tokens: int | None = None
     bptt_max_delta: int | None = None
     bptt_multiple: int = 1
 

@@ -7,7 +7,8 @@ Paper: WT2 35M params: 63.88/61.45.
 Presets (keras_rnnlm/presets/awd_lstm.py documents every value):
 
 * ``paper``: the paper / reference-code hyperparameters (days of GPU).
-* ``cpu``: the documented short-budget mode (small model, 4 epochs,
+* ``cpu``: the documented short-budget mode (small model; on WT2 the
+  first 250k training tokens for 3 epochs, whole valid/test splits;
   NT-ASGD interval 1); its perplexities are NOT comparable with the paper.
 """
 

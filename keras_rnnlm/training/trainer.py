@@ -140,14 +140,23 @@ def make_train_stream(config, corpus):
     carried state is exact); the number of distinct traced shapes is
     bounded by ``data.bptt_max_delta`` (lengths clipped at ``bptt +
     delta``) and ``data.bptt_multiple`` (lengths rounded to a multiple).
+    ``data.max_train_tokens`` keeps only that prefix of the training split.
     """
     d = config.data
+    train_ids = corpus.train
+    if d.max_train_tokens is not None:
+        if d.max_train_tokens < d.batch_size * 2:
+            raise ConfigError(
+                f"data.max_train_tokens={d.max_train_tokens} leaves no "
+                f"window at batch size {d.batch_size}"
+            )
+        train_ids = train_ids[: d.max_train_tokens]
     max_len = None
     sampled = bool(config.model.sampled_softmax)
     if d.variable_bptt and d.bptt_max_delta is not None:
         max_len = d.bptt + d.bptt_max_delta
     return LMSequence(
-        corpus.train,
+        train_ids,
         d.batch_size,
         d.bptt,
         variable=d.variable_bptt,
