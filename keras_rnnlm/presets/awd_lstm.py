@@ -37,9 +37,11 @@ and DOC ~3.5 s per batch of 20 x ~35 tokens, i.e. ~2.1 h (MoS) and ~3 h
 (DOC) per full epoch. So the WT2 MoS/DOC ``cpu`` presets train on the
 first 250,000 training tokens only (``data.max_train_tokens``, 12% of the
 split, ~370 batches per epoch) for 3 epochs (750k tokens, 0.36 of one
-WT2 epoch), and validate and test on the whole splits: a run finishes in
-one ~2 h sitting per core. The WT2 AWD-LSTM ``cpu`` preset keeps the
-full split and 4 epochs. Mid-epoch checkpoints
+WT2 epoch), and validate and test on the whole splits: measured 1 h 28
+min (MoS) and 1 h 53 min (DOC) of wall time per run including evaluation,
+one core each (``bench/logs/awd_lstm_{mos,doc}_wt2_cpu/``). The WT2
+AWD-LSTM ``cpu`` preset keeps the full split and 4 epochs. Mid-epoch
+checkpoints
 (``train.checkpoint_every_minutes``) let longer runs span several
 sittings: re-running the same command resumes them. ``cpu`` numbers are
 NOT comparable with the papers'.
