@@ -41,9 +41,8 @@ WT2 epoch), and validate and test on the whole splits: measured 1 h 28
 min (MoS) and 1 h 53 min (DOC) of wall time per run including evaluation,
 one core each (``bench/logs/awd_lstm_{mos,doc}_wt2_cpu/``). The WT2
 AWD-LSTM ``cpu`` preset keeps the full split and 4 epochs. Mid-epoch
-checkpoints
-(``train.checkpoint_every_minutes``) let longer runs span several
-sittings: re-running the same command resumes them. ``cpu`` numbers are
+checkpoints (``train.checkpoint_every_minutes``) let longer runs span
+several sittings: re-running the same command resumes them. ``cpu`` numbers are
 NOT comparable with the papers'.
 """
 
