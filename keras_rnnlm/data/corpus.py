@@ -286,6 +286,7 @@ def load_corpus(
     vocab=None,
     max_tokens=None,
     verify=True,
+    max_train_tokens=None,
 ):
     """Loads a corpus as a `Corpus` of id arrays.
 
@@ -309,6 +310,9 @@ def load_corpus(
             `max_tokens` ids (smoke tests). The vocabulary still comes from
             the full training split.
         verify: Whether registry files are checked against their SHA-256.
+        max_train_tokens: If set, the training split alone is truncated
+            to its first `max_train_tokens` ids (short training budgets);
+            validation, test and the vocabulary stay whole.
 
     Returns:
         A `Corpus`.
@@ -328,6 +332,10 @@ def load_corpus(
     """
     if max_tokens is not None and max_tokens < 1:
         raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+    if max_train_tokens is not None and max_train_tokens < 1:
+        raise ValueError(
+            f"max_train_tokens must be >= 1, got {max_train_tokens}"
+        )
     spec = None
     if isinstance(name_or_path, str) and name_or_path in CORPORA:
         spec = get_corpus_spec(name_or_path)
@@ -402,6 +410,8 @@ def load_corpus(
     full_counts = {s: len(a) for s, a in ids.items()}
     if max_tokens is not None:
         ids = {s: a[:max_tokens] for s, a in ids.items()}
+    if max_train_tokens is not None:
+        ids["train"] = ids["train"][:max_train_tokens]
 
     unk_id = vocab.unk_id
     meta = {
@@ -420,6 +430,7 @@ def load_corpus(
         },
         "vocab_size": len(vocab),
         "max_tokens": max_tokens,
+        "max_train_tokens": max_train_tokens,
     }
     return Corpus(
         name=name,

@@ -108,14 +108,23 @@ def build_training_model(config, corpus):
 
 
 def load_run_corpus(config, vocab=None):
-    """The corpus of a run (``vocab``: reuse a saved vocabulary)."""
+    """The corpus of a run (``vocab``: reuse a saved vocabulary).
+
+    ``data.max_train_tokens`` keeps only that prefix of the training
+    split (for every consumer: trainer, tuners, sampler counts)."""
     d = config.data
+    if d.max_train_tokens is not None and d.max_train_tokens < 2 * d.batch_size:
+        raise ConfigError(
+            f"data.max_train_tokens={d.max_train_tokens} leaves no window "
+            f"at batch size {d.batch_size} (at least {2 * d.batch_size})"
+        )
     return load_corpus(
         d.corpus,
         data_dir=d.data_dir,
         level=d.level,
         vocab=vocab,
         max_tokens=d.max_tokens,
+        max_train_tokens=d.max_train_tokens,
     )
 
 
@@ -140,23 +149,14 @@ def make_train_stream(config, corpus):
     carried state is exact); the number of distinct traced shapes is
     bounded by ``data.bptt_max_delta`` (lengths clipped at ``bptt +
     delta``) and ``data.bptt_multiple`` (lengths rounded to a multiple).
-    ``data.max_train_tokens`` keeps only that prefix of the training split.
     """
     d = config.data
-    train_ids = corpus.train
-    if d.max_train_tokens is not None:
-        if d.max_train_tokens < d.batch_size * 2:
-            raise ConfigError(
-                f"data.max_train_tokens={d.max_train_tokens} leaves no "
-                f"window at batch size {d.batch_size}"
-            )
-        train_ids = train_ids[: d.max_train_tokens]
     max_len = None
     sampled = bool(config.model.sampled_softmax)
     if d.variable_bptt and d.bptt_max_delta is not None:
         max_len = d.bptt + d.bptt_max_delta
     return LMSequence(
-        train_ids,
+        corpus.train,
         d.batch_size,
         d.bptt,
         variable=d.variable_bptt,

@@ -132,6 +132,22 @@ def test_max_tokens(tmp_path):
         load_corpus(root, max_tokens=0)
 
 
+def test_max_train_tokens_truncates_only_the_training_split(tmp_path):
+    root = _write(
+        tmp_path / "c",
+        **{"train.txt": "a b c d\n", "valid.txt": "a b\n", "test.txt": "e\n"},
+    )
+    corpus = load_corpus(root, max_train_tokens=2)
+    assert _decode(corpus, "train") == ["a", "b"]
+    assert _decode(corpus, "valid") == ["a", "b", "<eos>"]
+    assert _decode(corpus, "test") == ["<unk>", "<eos>"]
+    assert len(corpus.vocab) == 6  # from the full training split
+    assert corpus.meta["num_tokens_full"]["train"] == 5
+    assert corpus.meta["max_train_tokens"] == 2
+    with pytest.raises(ValueError, match="max_train_tokens"):
+        load_corpus(root, max_train_tokens=0)
+
+
 def test_empty_training_file(tmp_path):
     root = _write(
         tmp_path / "c",

@@ -143,22 +143,25 @@ def test_max_train_tokens_truncates_training_split_only(tiny_config):
     from keras_rnnlm.training.trainer import load_run_corpus
     from keras_rnnlm.training.trainer import make_train_stream
 
-    corpus = load_run_corpus(tiny_config)
-    full = make_train_stream(tiny_config, corpus)
+    full_corpus = load_run_corpus(tiny_config)
+    full = make_train_stream(tiny_config, full_corpus)
     n = 100
     cut = apply_overrides(tiny_config, [f"data.max_train_tokens={n}"])
+    corpus = load_run_corpus(cut)
     stream = make_train_stream(cut, corpus)
     # The first n ids in batch_size streams of n // batch_size (batchify
     # drops the remainder): the prefix of the split, nothing more.
     b = tiny_config.data.batch_size
     assert stream.streams.shape == (b, n // b)
     np.testing.assert_array_equal(
-        stream.streams.reshape(-1), corpus.train[: n - n % b]
+        stream.streams.reshape(-1), full_corpus.train[: n - n % b]
     )
     assert full.stream_len > stream.stream_len
-    # Validation and test come from the corpus itself, untouched.
-    assert len(corpus.valid) > 0 and len(corpus.test) > 0
+    # Validation, test and the vocabulary stay whole.
+    np.testing.assert_array_equal(corpus.valid, full_corpus.valid)
+    np.testing.assert_array_equal(corpus.test, full_corpus.test)
+    assert len(corpus.vocab) == len(full_corpus.vocab)
     with pytest.raises(ConfigError, match="max_train_tokens"):
-        make_train_stream(
-            apply_overrides(tiny_config, ["data.max_train_tokens=5"]), corpus
+        load_run_corpus(
+            apply_overrides(tiny_config, ["data.max_train_tokens=5"])
         )
