@@ -15,16 +15,15 @@ CPU on the same weights and the same batches in the same process:
 Reports the static and dynamic perplexity of both implementations (they
 must agree: same algorithm, same weights) and tokens/s of each phase.
 Appends ``throughput`` records (tokens/s, reference = PyTorch) to
-``bench/results/dynamic_eval.jsonl`` and a ``quality`` record (dynamic
-perplexity, reference = the static perplexity of the same tokens) to
-``bench/results/quality.jsonl``.
+``bench/results/dynamic_eval.jsonl`` (``--out``) and a ``quality`` record
+(dynamic perplexity, reference = the static perplexity of the same tokens)
+to ``bench/results/quality.jsonl`` (``--quality-out``).
 
     python bench/dynamic_eval.py --run runs/zaremba_ptb_small \
         --preset mmlstm_ptb
 """
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -32,10 +31,13 @@ import time
 import types
 
 import numpy as np
-from _records import common_fields
-from _records import set_threads
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from _harness import RESULTS
+from _harness import add_output_arguments
+from _harness import add_threads_argument
+from _harness import record
+from _harness import record_fields
+from _harness import set_threads
+from _harness import write_records
 
 
 def keras_side(args, corpus, config):
@@ -168,11 +170,15 @@ def main(argv=None):
         default=None,
         help="training batches for the statistics (default: the preset's)",
     )
-    p.add_argument("--threads", type=int, default=1)
+    add_threads_argument(p)
     p.add_argument("--name", default=None, help="quality record name")
-    p.add_argument("--no-write", action="store_true")
+    add_output_arguments(p, "dynamic_eval.jsonl")
+    p.add_argument(
+        "--quality-out",
+        default=os.path.join(RESULTS, "quality.jsonl"),
+        help="where the quality record goes (default: %(default)s)",
+    )
     args = p.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
     import torch
 
@@ -185,13 +191,11 @@ def main(argv=None):
     corpus = load_run_corpus(config, vocab)
     ev, ids, stats, dyn, static = keras_side(args, corpus, config)
     ref = torch_side(ev, corpus, ids)
-    if args.no_write:
-        return 0
 
-    common = common_fields(
+    fields = record_fields(
         "dynamic_eval.py",
         argv,
-        args.threads,
+        threads=args.threads,
         run=args.run,
         preset=args.preset,
         split=args.split,
@@ -210,36 +214,34 @@ def main(argv=None):
         ),
         ("dynamic_eval_stream", dyn["tokens_per_s"], ref["tokens_per_s"]),
     ]
-    out = os.path.join(HERE, "results", "dynamic_eval.jsonl")
-    with open(out, "a") as f:
-        for name, value, torch_value in rows:
-            rec = {
-                "kind": "throughput",
-                "name": name,
-                "model": "keras_rnnlm",
-                "value": round(value, 1),
-                "unit": "tok/s",
-                "reference": round(torch_value, 1),
-                "reference_name": "same algorithm in PyTorch 2.13 CPU",
-                "ratio": round(value / torch_value, 3),
-            }
-            f.write(json.dumps({**rec, **common}) + "\n")
+    throughput = [
+        record(
+            "throughput",
+            name,
+            "keras_rnnlm",
+            value,
+            "tok/s",
+            torch_value,
+            "same algorithm in PyTorch 2.13 CPU",
+        )
+        for name, value, torch_value in rows
+    ]
+    write_records(args, throughput, fields)
     name = args.name or (
         f"{os.path.basename(os.path.normpath(args.run))}_dynamic_{args.split}"
     )
-    rec = {
-        "kind": "quality",
-        "name": name,
-        "model": config.name,
-        "value": round(dyn["ppl"], 4),
-        "unit": "ppl",
-        "reference": round(static["ppl"], 4),
-        "reference_name": "static evaluation of the same weights/tokens",
-        "ratio": round(dyn["ppl"] / static["ppl"], 4),
-    }
-    with open(os.path.join(HERE, "results", "quality.jsonl"), "a") as f:
-        f.write(json.dumps({**rec, **common}) + "\n")
-    print(f"appended to {out} and quality.jsonl")
+    quality = record(
+        "quality",
+        name,
+        config.name,
+        dyn["ppl"],
+        "ppl",
+        static["ppl"],
+        "static evaluation of the same weights/tokens",
+        digits=4,
+        ratio_digits=4,
+    )
+    write_records(args, [quality], fields, path=args.quality_out)
     return 0
 
 

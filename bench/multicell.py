@@ -43,9 +43,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
-from _records import add_eval_tokens_argument  # noqa: E402
-from _records import eval_steps as count_eval_steps  # noqa: E402
-from _records import median_rate  # noqa: E402
+from _harness import add_eval_tokens_argument  # noqa: E402
+from _harness import eval_steps as count_eval_steps  # noqa: E402
+from _harness import median_rate  # noqa: E402
 
 
 def measure_keras(impl, size, cells, strategy, steps, eval_steps):

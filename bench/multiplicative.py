@@ -43,7 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
-from _records import median_rate  # noqa: E402
+from _harness import median_rate  # noqa: E402
 
 
 def _units(cell):

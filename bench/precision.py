@@ -13,15 +13,17 @@ reference = float32 perplexity of the same weights) and an evaluation
 """
 
 import argparse
-import json
 import os
 import sys
 import time
 
-from _records import common_fields
-from _records import set_threads
+from _harness import add_output_arguments
+from _harness import add_threads_argument
+from _harness import record
+from _harness import record_fields
+from _harness import set_threads
+from _harness import write_records
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 POLICIES = ("float32", "mixed_bfloat16")
 
 
@@ -29,14 +31,12 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--run", required=True)
     p.add_argument("--splits", nargs="+", default=["valid", "test"])
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--no-write", action="store_true")
+    add_threads_argument(p)
+    add_output_arguments(p, "precision.jsonl")
     args = p.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    set_threads(args.threads)
     import keras
     import tensorflow as tf
-
-    set_threads(args.threads)
 
     from keras_rnnlm.training.trainer import load_run
     from keras_rnnlm.training.trainer import load_run_corpus
@@ -60,8 +60,7 @@ def main(argv=None):
                 ev.evaluate(ids[: 20 * ev.bptt * ev.batch_size])  # warm-up
                 t = time.perf_counter()
                 res = ev.evaluate(ids)
-                seconds = time.perf_counter() - t
-                res["tokens_per_s"] = res["tokens"] / seconds
+                res["tokens_per_s"] = res["tokens"] / (time.perf_counter() - t)
                 results[policy, split] = res
                 print(
                     f"{policy:15s} {split:5s} ppl {res['ppl']:9.3f} "
@@ -69,48 +68,44 @@ def main(argv=None):
                 )
         finally:
             keras.config.set_dtype_policy("float32")
-    if args.no_write:
-        return 0
 
-    common = common_fields(
+    metric = "bpc" if corpus.is_char_level else "ppl"
+    records = []
+    for split in args.splits:
+        ref = results["float32", split]
+        bf = results["mixed_bfloat16", split]
+        records += [
+            record(
+                "quality",
+                f"{config.name}_{split}_mixed_bfloat16",
+                config.name,
+                bf[metric],
+                metric,
+                ref[metric],
+                "float32, same weights",
+                digits=4,
+                ratio_digits=4,
+            ),
+            record(
+                "throughput",
+                f"{config.name}_{split}_eval_mixed_bfloat16",
+                config.name,
+                bf["tokens_per_s"],
+                "tok/s",
+                ref["tokens_per_s"],
+                "float32, same evaluator",
+                batch_size=batch[split],
+            ),
+        ]
+    fields = record_fields(
         "precision.py",
         argv,
-        args.threads,
+        threads=args.threads,
         run=args.run,
         trained_dtype_policy=config.train.dtype_policy,
         tensorflow=tf.__version__,
     )
-    metric = "bpc" if corpus.is_char_level else "ppl"
-    out = os.path.join(HERE, "results", "precision.jsonl")
-    with open(out, "a") as f:
-        for split in args.splits:
-            ref = results["float32", split]
-            bf = results["mixed_bfloat16", split]
-            recs = [
-                {
-                    "kind": "quality",
-                    "name": f"{config.name}_{split}_mixed_bfloat16",
-                    "value": round(bf[metric], 4),
-                    "unit": metric,
-                    "reference": round(ref[metric], 4),
-                    "reference_name": "float32, same weights",
-                    "ratio": round(bf[metric] / ref[metric], 4),
-                },
-                {
-                    "kind": "throughput",
-                    "name": f"{config.name}_{split}_eval_mixed_bfloat16",
-                    "value": round(bf["tokens_per_s"], 1),
-                    "unit": "tok/s",
-                    "reference": round(ref["tokens_per_s"], 1),
-                    "reference_name": "float32, same evaluator",
-                    "ratio": round(bf["tokens_per_s"] / ref["tokens_per_s"], 3),
-                    "batch_size": batch[split],
-                },
-            ]
-            for rec in recs:
-                rec["model"] = config.name
-                f.write(json.dumps({**rec, **common}) + "\n")
-    print(f"appended to {out}")
+    write_records(args, records, fields)
     return 0
 
 

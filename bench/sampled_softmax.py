@@ -21,32 +21,30 @@ Two parts, each full and sampled side by side in one process:
   validation. Needs the corpus
   (``$KERAS_RNNLM_DATA``).
 
-Records go to ``bench/results/sampled_softmax.jsonl`` (render with
-``python bench/make_results.py``).
+Records go to ``bench/results/sampled_softmax.jsonl`` (``--out``; render
+with ``python bench/make_results.py``).
 
     python bench/sampled_softmax.py --part speed --threads 1
     python bench/sampled_softmax.py --part quality --threads 1
 """
 
 import argparse
-import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 
 import keras
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
-sys.path.insert(0, HERE)
-
-from _records import common_fields  # noqa: E402
-from _records import set_threads  # noqa: E402
+from _harness import add_output_arguments
+from _harness import add_threads_argument
+from _harness import interleave
+from _harness import median_rate
+from _harness import record
+from _harness import record_fields
+from _harness import set_threads
+from _harness import write_records
 
 WT103_VOCAB = 267735
-RESULTS = os.path.join(HERE, "results", "sampled_softmax.jsonl")
 
 
 def _zipf_ids(rng, shape, vocab):
@@ -98,14 +96,17 @@ def speed(args):
         )
         model.fit(*warm, batch_size=batch, verbose=0, shuffle=False)
         models[name] = (model, data)
-    rates = {name: [] for name in models}
-    for _ in range(args.repeats):
-        for name, (model, data) in models.items():
-            t = time.perf_counter()
+
+    def one_fit(name):
+        model, data = models[name]
+
+        def fit():
             model.fit(*data, batch_size=batch, verbose=0, shuffle=False)
-            rates[name].append(x.size / (time.perf_counter() - t))
-    full = statistics.median(rates["full"])
-    sampled = statistics.median(rates["sampled"])
+
+        return median_rate(fit, x.size, passes=1)
+
+    rates = interleave(models, args.repeats, one_fit)
+    full, sampled = (statistics.median(rates[k]) for k in ("full", "sampled"))
     params = int(
         sum(np.prod(w.shape) for w in models["full"][0].trainable_weights)
     )
@@ -117,22 +118,21 @@ def speed(args):
         f"{sampled / full:.2f}x"
     )
     return [
-        {
-            "kind": "throughput",
-            "name": f"sampled_softmax_{args.model}_wt103_train",
-            "model": f"sampled S={args.sampled}",
-            "value": round(sampled, 1),
-            "unit": "tok/s",
-            "reference": round(full, 1),
-            "reference_name": "full softmax, same model, same process",
-            "ratio": round(sampled / full, 3),
-            "params": params,
-            "batch": batch,
-            "bptt": bptt,
-            "vocab": WT103_VOCAB,
-            "repeats": args.repeats,
-            "steps": args.steps,
-        }
+        record(
+            "throughput",
+            f"sampled_softmax_{args.model}_wt103_train",
+            f"sampled S={args.sampled}",
+            sampled,
+            "tok/s",
+            full,
+            "full softmax, same model, same process",
+            params=params,
+            batch=batch,
+            bptt=bptt,
+            vocab=WT103_VOCAB,
+            repeats=args.repeats,
+            steps=args.steps,
+        )
     ]
 
 
@@ -201,20 +201,20 @@ def quality(args):
         )
     (full, t_full), (sampled, t_sampled) = results["full"], results["sampled"]
     return [
-        {
-            "kind": "quality",
-            "name": "sampled_softmax_wikitext2_small_valid",
-            "model": f"tied LSTM 200, sampled S={args.quality_sampled}",
-            "value": round(sampled, 2),
-            "unit": "ppl (full softmax)",
-            "reference": round(full, 2),
-            "reference_name": "same model trained with the full softmax",
-            "ratio": round(sampled / full, 3),
-            "epochs": args.epochs,
-            "train_tokens": args.train_tokens,
-            "seconds": round(t_sampled, 1),
-            "reference_seconds": round(t_full, 1),
-        }
+        record(
+            "quality",
+            "sampled_softmax_wikitext2_small_valid",
+            f"tied LSTM 200, sampled S={args.quality_sampled}",
+            sampled,
+            "ppl (full softmax)",
+            full,
+            "same model trained with the full softmax",
+            digits=2,
+            epochs=args.epochs,
+            train_tokens=args.train_tokens,
+            seconds=round(t_sampled, 1),
+            reference_seconds=round(t_full, 1),
+        )
     ]
 
 
@@ -236,22 +236,17 @@ def main(argv=None):
         "for an equal-steps and a ~equal-time comparison",
     )
     parser.add_argument("--train-tokens", type=int, default=500_000)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--no-record", action="store_true")
+    add_threads_argument(parser)
+    add_output_arguments(parser, "sampled_softmax.jsonl")
     args = parser.parse_args(argv)
     if args.part == "quality" and args.train_tokens < 245569:
         parser.error(
             "--train-tokens must keep WT2's valid/test whole (>= 245,569)"
         )
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     set_threads(args.threads)
     records = speed(args) if args.part == "speed" else quality(args)
-    if args.no_record:
-        return
-    fields = common_fields("sampled_softmax.py", argv, args.threads)
-    with open(RESULTS, "a") as f:
-        for r in records:
-            f.write(json.dumps({**r, **fields}) + "\n")
+    fields = record_fields("sampled_softmax.py", argv, threads=args.threads)
+    write_records(args, records, fields)
 
 
 if __name__ == "__main__":

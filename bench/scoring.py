@@ -14,17 +14,14 @@ with one model in three ways:
 Throughput (scored tokens/s) at batch sizes 1, 32 and 256 over all the
 sentences, after one untimed warm-up pass (XLA compiles one program per
 batch shape); latency p50/p99 of single-sentence calls. Results are
-printed and appended to ``bench/results/scoring.jsonl``.
+printed and appended to ``bench/results/scoring.jsonl`` (``--out``).
 
     python bench/scoring.py --run runs/zaremba_ptb_small --sentences 512
     python bench/scoring.py --size medium   # random weights, PTB vocab
 """
 
 import argparse
-import datetime
-import json
 import os
-import platform
 import shutil
 import statistics
 import sys
@@ -32,9 +29,13 @@ import tempfile
 import time
 
 import numpy as np
-from _records import set_threads
+from _harness import add_output_arguments
+from _harness import add_threads_argument
+from _harness import record
+from _harness import record_fields
+from _harness import set_threads
+from _harness import write_records
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 SIZES = {"small": 200, "medium": 650}
 
 
@@ -147,13 +148,7 @@ def main(argv=None):
     p.add_argument("--sentences", type=int, default=512)
     p.add_argument("--latency-calls", type=int, default=100)
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32, 256])
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="intra-op threads of TensorFlow and torch alike (a shared "
-        "2-core machine: 1 avoids oversubscription)",
-    )
+    add_threads_argument(p)
     p.add_argument(
         "--time-buckets",
         help="padded lengths, e.g. '64:8,128:16,256:32,:64' (default: the "
@@ -165,14 +160,13 @@ def main(argv=None):
         help="batch the sentences in corpus order (a server's batches: "
         "padded to their longest) instead of sorted by length",
     )
-    p.add_argument("--no-write", action="store_true")
+    add_output_arguments(p, "scoring.jsonl")
     args = p.parse_args(argv)
     args.scorer_kwargs = (
         {"time_buckets": parse_buckets(args.time_buckets)}
         if args.time_buckets
         else {}
     )
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
     import tensorflow_text  # noqa: F401
     import torch
@@ -269,56 +263,45 @@ def main(argv=None):
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
-    if args.no_write:
-        return 0
-    command = "python bench/scoring.py " + " ".join(
-        argv if argv is not None else sys.argv[1:]
+    fields = record_fields(
+        "scoring.py",
+        argv,
+        threads=args.threads,
+        model_desc=model_name,
+        sentences=len(lines),
+        tokens=n_tokens,
+        torch=torch.__version__,
+        tensorflow=tf.__version__,
+        export_seconds=round(export_s, 1),
+        batches="corpus order" if args.unsorted else "sorted by length",
+        time_buckets=[list(b) for b in scorer.time_buckets],
+        max_abs_diff_vs_scorer={k: float(v) for k, v in diffs.items()},
     )
-    common = {
-        "device": f"CPU {platform.machine()}, {os.cpu_count()} cores",
-        "threads": args.threads,
-        "load_avg_1m": round(os.getloadavg()[0], 2),
-        "command": command.strip(),
-        "date": datetime.date.today().isoformat(),
-        "model_desc": model_name,
-        "sentences": len(lines),
-        "tokens": n_tokens,
-        "torch": torch.__version__,
-        "tensorflow": tf.__version__,
-        "export_seconds": round(export_s, 1),
-        "batches": "corpus order" if args.unsorted else "sorted by length",
-        "time_buckets": [list(b) for b in scorer.time_buckets],
-        "max_abs_diff_vs_scorer": {k: float(v) for k, v in diffs.items()},
-    }
     torch_tps = {
         bs: v for k, n, bs, v in results if k == "throughput" and n == "torch"
     }
-    out = os.path.join(HERE, "results", "scoring.jsonl")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "a") as f:
-        for kind, name, bs, value in results:
-            if kind == "throughput":
-                rec = {
-                    "kind": "throughput",
-                    "name": f"scoring_b{bs}",
-                    "model": name,
-                    "value": round(value, 1),
-                    "unit": "tok/s",
-                    "reference": round(torch_tps[bs], 1),
-                    "reference_name": "torch CPU nn.LSTM, same weights",
-                    "ratio": round(value / torch_tps[bs], 3),
-                }
-            else:
-                rec = {
-                    "kind": "latency",
-                    "name": "scoring_one_sentence",
-                    "model": name,
-                    "value": round(value[0], 3),
-                    "p99": round(value[1], 3),
-                    "unit": "ms (p50)",
-                }
-            f.write(json.dumps({**rec, **common}) + "\n")
-    print(f"appended to {out}")
+    records = [
+        record(
+            "throughput",
+            f"scoring_b{bs}",
+            name,
+            value,
+            "tok/s",
+            torch_tps[bs],
+            "torch CPU nn.LSTM, same weights",
+        )
+        if kind == "throughput"
+        else {
+            "kind": "latency",
+            "name": "scoring_one_sentence",
+            "model": name,
+            "value": round(value[0], 3),
+            "p99": round(value[1], 3),
+            "unit": "ms (p50)",
+        }
+        for kind, name, bs, value in results
+    ]
+    write_records(args, records, fields)
     return 0
 
 

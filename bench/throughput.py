@@ -13,58 +13,49 @@ stateful) in:
 Each measurement runs in a fresh subprocess (so peak RSS is per
 implementation) on random token ids; repeats are interleaved across
 implementations and the median is reported. Results are printed and
-appended to ``bench/results/throughput.jsonl``.
+appended to ``bench/results/throughput.jsonl`` (``--out``).
 
     python bench/throughput.py --sizes small medium --repeats 3
+    python bench/throughput.py --sizes small --steps 2 --repeats 1 \\
+        --eval-tokens 2000 --no-record   # a quick check
 """
 
 import argparse
-import datetime
-import json
 import os
-import platform
-import resource
-import statistics
-import subprocess
-import sys
-import time
+
+from _harness import add_child_argument
+from _harness import add_eval_tokens_argument
+from _harness import add_output_arguments
+from _harness import add_threads_argument
+from _harness import child_main
+from _harness import eval_steps as count_eval_steps
+from _harness import interleave
+from _harness import keras_rates
+from _harness import medians
+from _harness import note_import_rss
+from _harness import random_ids
+from _harness import record
+from _harness import record_fields
+from _harness import run_child
+from _harness import set_torch_threads
+from _harness import thread_env
+from _harness import torch_rates
+from _harness import write_records
 
 SIZES = {"small": (200, 20), "medium": (650, 35)}
 VOCAB, BATCH = 10000, 20
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from _records import add_eval_tokens_argument  # noqa: E402
-from _records import eval_steps as count_eval_steps  # noqa: E402
-from _records import median_rate  # noqa: E402
-
-
-def _peak_rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-_IMPORT_RSS = {}
-
-
-def _note_import_rss():
-    """Peak RSS right after the framework import (TensorFlow's libraries
-    alone hold ~700 MB resident, torch's ~220 MB): the rest of the peak is
-    what the model and its training cost."""
-    _IMPORT_RSS["mb"] = _peak_rss_mb()
 
 
 def measure_keras(impl, hidden, bptt, steps, eval_steps):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import keras
     import numpy as np
 
     from keras_rnnlm.config import ModelConfig
     from keras_rnnlm.config import TrainConfig
-    from keras_rnnlm.layers.recurrence import set_forward_only
     from keras_rnnlm.models import build_language_model
     from keras_rnnlm.training import compile_model
 
-    _note_import_rss()
+    note_import_rss()
     if impl.endswith("bf16"):
         keras.config.set_dtype_policy("mixed_bfloat16")
     cell = "keras_lstm" if impl == "keras_lstm" else "lstm"
@@ -74,32 +65,18 @@ def measure_keras(impl, hidden, bptt, steps, eval_steps):
     model = build_language_model(cfg, VOCAB, BATCH, seed=0)
     compile_model(model, TrainConfig(learning_rate=1.0, clipnorm=5.0))
     rng = np.random.default_rng(0)
-    x = rng.integers(0, VOCAB, (BATCH * steps, bptt)).astype("int32")
-    y = rng.integers(0, VOCAB, (BATCH * steps, bptt)).astype("int32")
-    warm = BATCH * 3
-    model.fit(x[:warm], y[:warm], batch_size=BATCH, verbose=0, shuffle=False)
-    t = time.perf_counter()
-    model.fit(x, y, batch_size=BATCH, verbose=0, shuffle=False)
-    train = x.size / (time.perf_counter() - t)
-    x = rng.integers(0, VOCAB, (BATCH * eval_steps, bptt)).astype("int32")
-    y = rng.integers(0, VOCAB, (BATCH * eval_steps, bptt)).astype("int32")
-    # Evaluate as the package's Evaluator does: the fused loops in
-    # forward-only mode (no per-step saves for a backward pass; a no-op for
-    # keras.layers.LSTM).
-    set_forward_only(model)
-    model.evaluate(x[:warm], y[:warm], batch_size=BATCH, verbose=0)
 
-    def one_pass():
-        model.evaluate(x, y, batch_size=BATCH, verbose=0)
+    def data(n):
+        return tuple(random_ids(rng, VOCAB, BATCH * n, bptt) for _ in "xy")
 
-    return train, median_rate(one_pass, x.size)
+    return keras_rates(model, data(steps), data(eval_steps), BATCH, warm=3)
 
 
 def measure_torch(hidden, bptt, steps, eval_steps):
     import torch
     from torch import nn
 
-    _note_import_rss()
+    note_import_rss()
 
     class Model(nn.Module):
         def __init__(self):
@@ -112,94 +89,38 @@ def measure_torch(hidden, bptt, steps, eval_steps):
             out, state = self.lstm(self.emb(x), state)
             return self.dec(out), state
 
-    if os.environ.get("OMP_NUM_THREADS"):
-        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    set_torch_threads(torch)
     torch.manual_seed(0)
     model = Model()
-    opt = torch.optim.SGD(model.parameters(), lr=1.0)
-    loss_fn = nn.CrossEntropyLoss()
-    n = max(steps, eval_steps)
-    x = torch.randint(0, VOCAB, (n, bptt, BATCH))
-    y = torch.randint(0, VOCAB, (n, bptt, BATCH))
-
-    def run(n, training):
-        state = (torch.zeros(2, BATCH, hidden), torch.zeros(2, BATCH, hidden))
-        model.train(training)
-        for k in range(n):
-            state = tuple(s.detach() for s in state)
-            if training:
-                opt.zero_grad()
-                out, state = model(x[k], state)
-                loss = loss_fn(out.view(-1, VOCAB), y[k].view(-1))
-                loss.backward()
-                nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-                opt.step()
-            else:
-                with torch.no_grad():
-                    out, state = model(x[k], state)
-                    loss_fn(out.view(-1, VOCAB), y[k].view(-1))
-
-    run(3, True)
-    t = time.perf_counter()
-    run(steps, True)
-    train = steps * bptt * BATCH / (time.perf_counter() - t)
-    run(3, False)
-    return train, median_rate(
-        lambda: run(eval_steps, False), eval_steps * bptt * BATCH
+    return torch_rates(
+        model,
+        lambda: (torch.zeros(2, BATCH, hidden), torch.zeros(2, BATCH, hidden)),
+        list(model.parameters()),
+        torch.optim.SGD(model.parameters(), lr=1.0),
+        5.0,
+        VOCAB,
+        BATCH,
+        bptt,
+        steps,
+        eval_steps,
+        warm=3,
+        modules=[model],
     )
 
 
-def child(impl, size, steps, eval_steps):
+def measure(impl, size, steps, eval_steps):
     hidden, bptt = SIZES[size]
     if impl == "torch":
         train, evaluate = measure_torch(hidden, bptt, steps, eval_steps)
     else:
         train, evaluate = measure_keras(impl, hidden, bptt, steps, eval_steps)
-    print(
-        json.dumps(
-            {
-                "train": train,
-                "eval": evaluate,
-                "rss_mb": _peak_rss_mb(),
-                "import_rss_mb": _IMPORT_RSS.get("mb", 0.0),
-            }
-        )
-    )
-
-
-def run_child(impl, size, steps, eval_steps, threads=0):
-    env = dict(os.environ)
-    if threads:
-        env.update(
-            TF_NUM_INTRAOP_THREADS=str(threads),
-            TF_NUM_INTEROP_THREADS=str(threads),
-            OMP_NUM_THREADS=str(threads),
-        )
-    out = subprocess.run(
-        [
-            sys.executable,
-            __file__,
-            "--child",
-            impl,
-            size,
-            str(steps),
-            str(eval_steps),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(
-            f"{impl}/{size} failed (exit code {out.returncode}):\n"
-            f"{out.stderr[-3000:]}"
-        )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return {"train": train, "eval": evaluate}
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     p.add_argument("--sizes", nargs="+", default=["small", "medium"])
     p.add_argument(
         "--impls",
@@ -209,88 +130,62 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--steps", type=int, default=40)
     add_eval_tokens_argument(p)
-    p.add_argument(
-        "--out", default=os.path.join(HERE, "results", "throughput.jsonl")
-    )
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=0,
-        help="intra/inter-op threads of TensorFlow and torch alike (0: the "
-        "frameworks' defaults). On this 2-vCPU machine TensorFlow's default "
-        "(2 threads) is bimodal: each evaluate call runs either at full "
-        "speed or at exactly one core's speed, for keras.layers.LSTM as "
-        "for the package's layers; 1 gives stable comparisons",
-    )
-    p.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    add_threads_argument(p, default=0)
+    add_output_arguments(p, "throughput.jsonl")
+    add_child_argument(p)
     args = p.parse_args()
     if args.child:
-        impl, size, steps, eval_steps = args.child
-        return child(impl, size, int(steps), int(eval_steps))
+        return child_main(args, measure)
 
-    command = "python bench/throughput.py " + " ".join(sys.argv[1:])
-    device = f"CPU {platform.processor() or platform.machine()}, "
-    device += f"{os.cpu_count()} cores"
-    date = datetime.date.today().isoformat()
+    env = thread_env(args.threads, interop=0)
+    fields = record_fields("throughput.py", threads=args.threads or "default")
     records = []
     for size in args.sizes:
         steps = args.steps if size == "small" else max(10, args.steps // 3)
-        eval_steps = count_eval_steps(args.eval_tokens, BATCH, SIZES[size][1])
-        samples = {impl: [] for impl in args.impls}
-        for _ in range(args.repeats):  # interleaved repeats
-            for impl in args.impls:
-                samples[impl].append(
-                    run_child(impl, size, steps, eval_steps, args.threads)
-                )
-        med = {
-            impl: {
-                k: statistics.median(s[k] for s in runs)
-                for k in ("train", "eval", "rss_mb", "import_rss_mb")
-            }
-            for impl, runs in samples.items()
-        }
+        bptt = SIZES[size][1]
+        eval_steps = count_eval_steps(args.eval_tokens, BATCH, bptt)
+        params = {"size": size, "steps": steps, "eval_steps": eval_steps}
+        samples = interleave(
+            args.impls,
+            args.repeats,
+            lambda impl: run_child(__file__, {"impl": impl, **params}, env),
+        )
+        med = medians(samples, ("train", "eval", "rss_mb", "import_rss_mb"))
         ref = med.get("torch")
+        extra = {"eval_tokens": eval_steps * BATCH * bptt}
         for impl, m in med.items():
             for phase in ("train", "eval"):
-                rec = {
-                    "kind": "throughput",
-                    "name": f"zaremba_{size}_{phase}",
-                    "model": impl,
-                    "value": round(m[phase], 1),
-                    "unit": "tok/s",
-                    "reference": round(ref[phase], 1) if ref else None,
-                    "reference_name": "torch 2.13 CPU nn.LSTM, same run",
-                    "ratio": round(m[phase] / ref[phase], 3) if ref else None,
-                    "device": device,
-                    "command": command,
-                    "date": date,
-                    "threads": args.threads or "default",
-                    "eval_tokens": eval_steps * BATCH * SIZES[size][1],
-                }
-                records.append(rec)
+                records.append(
+                    record(
+                        "throughput",
+                        f"zaremba_{size}_{phase}",
+                        impl,
+                        m[phase],
+                        "tok/s",
+                        ref and ref[phase],
+                        "torch 2.13 CPU nn.LSTM, same run",
+                        **extra,
+                    )
+                )
             records.append(
-                {
-                    "kind": "memory",
-                    "name": f"zaremba_{size}_peak_rss",
-                    "model": impl,
-                    "value": round(m["rss_mb"], 1),
-                    "unit": "MB",
-                    "reference": round(ref["rss_mb"], 1) if ref else None,
-                    "reference_name": "torch 2.13 CPU, same run",
-                    "ratio": None,
-                    "import_rss_mb": round(m["import_rss_mb"], 1),
-                    "model_rss_mb": round(m["rss_mb"] - m["import_rss_mb"], 1),
-                    "reference_model_rss_mb": (
+                record(
+                    "memory",
+                    f"zaremba_{size}_peak_rss",
+                    impl,
+                    m["rss_mb"],
+                    "MB",
+                    ref and ref["rss_mb"],
+                    "torch 2.13 CPU, same run",
+                    ratio_digits=None,
+                    import_rss_mb=round(m["import_rss_mb"], 1),
+                    model_rss_mb=round(m["rss_mb"] - m["import_rss_mb"], 1),
+                    reference_model_rss_mb=(
                         round(ref["rss_mb"] - ref["import_rss_mb"], 1)
                         if ref
                         else None
                     ),
-                    "device": device,
-                    "command": command,
-                    "date": date,
-                    "threads": args.threads or "default",
-                    "eval_tokens": eval_steps * BATCH * SIZES[size][1],
-                }
+                    **extra,
+                )
             )
             print(
                 f"{size:6s} {impl:18s} train {m['train']:8.0f} tok/s  "
@@ -302,10 +197,7 @@ def main():
                     else ""
                 )
             )
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "a") as f:
-        for rec in records:
-            f.write(json.dumps(rec) + "\n")
+    write_records(args, records, fields)
 
 
 if __name__ == "__main__":
