@@ -197,6 +197,16 @@ def interleave(keys, repeats, measure, report=None):
     return samples
 
 
+def run_children(script, impls, repeats, env=None, report=None, **params):
+    """:func:`interleave` of :func:`run_child` over ``impls``: each child
+    gets ``{"impl": impl, **params}``."""
+
+    def measure(impl):
+        return run_child(script, {"impl": impl, **params}, env)
+
+    return interleave(impls, repeats, measure, report)
+
+
 def medians(samples, fields):
     """``{key: {field: median over the key's results}}``."""
     return {
@@ -320,7 +330,7 @@ def torch_rates(
     import torch
     from torch import nn
 
-    n = max(steps, eval_steps)
+    n = max(steps, eval_steps, warm)
     x = torch.randint(0, vocab, (n, bptt, batch))
     y = torch.randint(0, vocab, (n, bptt, batch))
     loss_fn = nn.CrossEntropyLoss()
@@ -439,8 +449,8 @@ def record(
 
 
 def write_records(args, records, fields=None, path=None):
-    """Appends ``records`` (each completed by ``fields``) to ``path``
-    (default ``args.out``), one JSON object a line; nothing with
+    """Appends ``records`` (each completed by the ``fields`` it lacks) to
+    ``path`` (default ``args.out``), one JSON object a line; nothing with
     ``args.no_record``."""
     if args.no_record:
         return
@@ -448,5 +458,6 @@ def write_records(args, records, fields=None, path=None):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "a") as f:
         for rec in records:
-            f.write(json.dumps({**rec, **(fields or {})}) + "\n")
+            rest = {k: v for k, v in (fields or {}).items() if k not in rec}
+            f.write(json.dumps({**rec, **rest}) + "\n")
     print(f"appended {len(records)} record(s) to {path}")

@@ -29,26 +29,28 @@ subprocess with ``--threads`` intra-op threads:
 
 Each part is run once untimed, then ``--repeats`` times; the median (ms) is
 reported. Records (kind ``latency``) are appended to
-``bench/results/awd_profile.jsonl``.
+``bench/results/awd_profile.jsonl`` (``--out``).
 
     nice -n 5 python bench/awd_profile.py --models awd_lstm
+    python bench/awd_profile.py --preset cpu --repeats 1 --no-record
 """
 
 import argparse
-import datetime
-import json
 import os
-import platform
-import statistics
-import subprocess
-import sys
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
-
-from bench.awd_throughput import RECIPES  # noqa: E402
+from _harness import ROOT
+from _harness import add_child_argument
+from _harness import add_output_arguments
+from _harness import add_threads_argument
+from _harness import child_main
+from _harness import median_ms
+from _harness import record
+from _harness import record_fields
+from _harness import run_child
+from _harness import set_torch_threads
+from _harness import thread_env
+from _harness import write_records
+from awd_throughput import RECIPES
 
 
 def _config(name, preset):
@@ -60,24 +62,10 @@ def _config(name, preset):
     )
 
 
-def _timeit(fn, repeats):
-    fn()  # untimed: tracing / compilation / allocation
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return 1000.0 * statistics.median(times)
-
-
-def profile_keras(name, preset, repeats, threads):
+def profile_keras(name, preset, repeats):
     import keras
     import numpy as np
     import tensorflow as tf
-
-    if threads:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
     from keras import ops
 
     from keras_rnnlm.layers.recurrence import lstm_recurrence
@@ -234,22 +222,19 @@ def profile_keras(name, preset, repeats, threads):
         model.optimizer.apply(grads, variables)
 
     parts["optimizer"] = opt_step
-    out = {key: _timeit(fn, repeats) for key, fn in parts.items()}
-    out["step"] = _timeit(
+    out = {key: median_ms(fn, repeats) for key, fn in parts.items()}
+    out["step"] = median_ms(
         lambda: model.train_on_batch(tokens, targets), repeats
     )
     return out
 
 
-def profile_torch(name, preset, repeats, threads):
+def profile_torch(name, preset, repeats):
     import torch
     import torch.nn.functional as F
+    from awd_throughput import _torch_model
 
-    from bench.awd_throughput import _torch_model
-
-    if threads:
-        torch.set_num_threads(threads)
-        torch.set_num_interop_threads(1)
+    set_torch_threads(torch)
     config = _config(name, preset)
     md, d, tr = config.to_dict()["model"], config.data, config.train
     vocab, batch, bptt = 10000, d.batch_size, d.bptt
@@ -371,10 +356,15 @@ def profile_torch(name, preset, repeats, threads):
 
     out = {}
     for key, fn in parts.items():
-        out[key] = _timeit(fn, repeats)
+        out[key] = median_ms(fn, repeats)
         model.zero_grad(set_to_none=True)
-    out["step"] = _timeit(step, repeats)
+    out["step"] = median_ms(step, repeats)
     return out
+
+
+def measure(impl, name, preset, repeats):
+    fn = profile_keras if impl == "keras" else profile_torch
+    return {"ms": fn(name, preset, repeats)}
 
 
 def main():
@@ -389,95 +379,55 @@ def main():
     )
     p.add_argument("--preset", default="paper", choices=["paper", "cpu"])
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument(
-        "--out", default=os.path.join(HERE, "results", "awd_profile.jsonl")
-    )
-    p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    add_threads_argument(p)
+    add_output_arguments(p, "awd_profile.jsonl")
+    add_child_argument(p)
     args = p.parse_args()
     if args.child:
-        impl, name = args.child
-        fn = profile_keras if impl == "keras" else profile_torch
-        print(json.dumps(fn(name, args.preset, args.repeats, args.threads)))
-        return
+        return child_main(args, measure)
 
-    command = " ".join(["python bench/awd_profile.py", *sys.argv[1:]])
-    device = f"CPU {platform.processor() or platform.machine()}, "
-    device += f"{os.cpu_count()} cores"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    if args.threads:
-        env["TF_NUM_INTRAOP_THREADS"] = str(args.threads)
-        env["TF_NUM_INTEROP_THREADS"] = "1"
-        env["OMP_NUM_THREADS"] = str(args.threads)
+    fields = record_fields(
+        "awd_profile.py", threads=args.threads, repeats=args.repeats
+    )
+    env = thread_env(args.threads)
     records = []
     for name in args.models:
         res, loads = {}, {}
         for impl in ("keras", "torch"):
-            out = subprocess.run(
-                [
-                    sys.executable,
-                    __file__,
-                    "--child",
-                    impl,
-                    name,
-                    "--preset",
-                    args.preset,
-                    "--repeats",
-                    str(args.repeats),
-                    "--threads",
-                    str(args.threads),
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
-                env=env,
+            params = {"name": name, "preset": args.preset}
+            out = run_child(
+                __file__, dict(params, impl=impl, repeats=args.repeats), env
             )
-            if out.returncode != 0:
-                raise RuntimeError(f"{impl}/{name}:\n{out.stderr[-4000:]}")
-            res[impl] = json.loads(out.stdout.strip().splitlines()[-1])
-            loads[impl] = os.getloadavg()[0]
+            res[impl], loads[impl] = out["ms"], out["load_average"]
         keys = list(res["keras"])
-        for k in res["torch"]:
-            if k not in keys:
-                keys.append(k)
+        keys += [k for k in res["torch"] if k not in keys]
         print(
             f"\n{name} ({args.preset}), ms per call (median of "
             f"{args.repeats}), load {loads}"
         )
         print(f"{'part':18s} {'keras':>10s} {'torch':>10s} {'k/t':>6s}")
+        nan = float("nan")
         for k in keys:
             kv, tv = res["keras"].get(k), res["torch"].get(k)
-            ratio = kv / tv if kv and tv else None
             print(
-                f"{k:18s} {kv or float('nan'):10.1f} "
-                f"{tv or float('nan'):10.1f} "
-                f"{ratio if ratio else float('nan'):6.2f}"
+                f"{k:18s} {kv or nan:10.1f} {tv or nan:10.1f} "
+                f"{kv / tv if kv and tv else nan:6.2f}"
             )
             for impl, v in (("keras", kv), ("torch", tv)):
-                if v is None:
-                    continue
-                records.append(
-                    {
-                        "kind": "latency",
-                        "name": f"{name}_ptb_{args.preset}_step_part_{k}",
-                        "model": impl,
-                        "value": round(v, 1),
-                        "unit": "ms",
-                        "reference": round(tv, 1) if tv else None,
-                        "reference_name": "torch 2.13 CPU, same part",
-                        "ratio": round(v / tv, 3) if tv else None,
-                        "device": device,
-                        "load_average": round(loads[impl], 2),
-                        "threads": args.threads,
-                        "repeats": args.repeats,
-                        "command": command,
-                        "date": datetime.date.today().isoformat(),
-                    }
-                )
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "a") as f:
-        for rec in records:
-            f.write(json.dumps(rec) + "\n")
+                if v is not None:
+                    records.append(
+                        record(
+                            "latency",
+                            f"{name}_ptb_{args.preset}_step_part_{k}",
+                            impl,
+                            v,
+                            "ms",
+                            tv,
+                            "torch 2.13 CPU, same part",
+                            load_average=round(loads[impl], 2),
+                        )
+                    )
+    write_records(args, records, fields)
 
 
 if __name__ == "__main__":

@@ -40,45 +40,52 @@ evaluation) with the same window layout. Repeats are interleaved (keras,
 torch, keras, torch, ...) and the median is reported. Parameter counts are
 checked: PyTorch's LSTMs have two bias vectors, Keras's one, so torch must
 have exactly ``4 H`` more per LSTM. Records are appended to
-``bench/results/awd.jsonl`` (throughput, memory, params, and the
+``bench/results/awd.jsonl`` (``--out``: throughput, memory, params, and the
 MMLSTM / AWD-LSTM-MoS training-throughput ratio).
 
     nice -n 5 python bench/awd_throughput.py
     python bench/awd_throughput.py --preset cpu --models awd_lstm --steps 5
+    python bench/awd_throughput.py --preset cpu --models awd_lstm \
+        --steps 1 --warmup 1 --eval-windows 1 1 --repeats 1 --no-record
 
-``--device gpu`` (a lent GPU machine, ``../shared/notes/gpu.md``): Keras
-runs on the JAX backend on the GPU (no TensorFlow there) and PyTorch on
-CUDA with cuDNN ``nn.LSTM``; each timestamp waits for the device (Keras:
-the step's loss is read back; torch: ``torch.cuda.synchronize()``), and the
-memory records are the GPU peak of the process (JAX
-``peak_bytes_in_use`` / ``torch.cuda.max_memory_allocated``).
+``--device gpu``: Keras runs on the JAX backend on the GPU (TensorFlow is
+not needed there) and PyTorch on CUDA with cuDNN ``nn.LSTM``; each
+timestamp waits for the device (Keras: the step's loss is read back;
+torch: ``torch.cuda.synchronize()``), and the memory records are the GPU
+peak of the process (JAX ``peak_bytes_in_use`` /
+``torch.cuda.max_memory_allocated``).
 
     python bench/awd_throughput.py --device gpu --steps 20 --warmup 3 \
-        --eval-windows 20 40 --threads 0 --out $OUT/awd_gpu.jsonl
+        --eval-windows 20 40 --threads 0 --out /tmp/awd_gpu.jsonl
 
-Full-size steps take 3-20 s each on the shared 2-core CPU this was written
-on: the defaults (2 warm-up steps, 3 timed, evaluation windows 3 at batch
-10 and 6 at batch 1, 2 interleaved repeats, 1 thread each) take about 20
-minutes there (one repeat ~9-10 minutes).
+Full-size training steps take seconds each on a CPU: the defaults (2
+warm-up steps, 3 timed, evaluation windows 3 at batch 10 and 6 at batch 1,
+2 interleaved repeats, 1 thread each) run for tens of minutes there.
 """
 
 import argparse
-import datetime
 import json
 import math
 import os
-import platform
-import resource
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
+from _harness import ROOT
+from _harness import add_child_argument
+from _harness import add_output_arguments
+from _harness import add_threads_argument
+from _harness import child_main
+from _harness import interleave
+from _harness import machine
+from _harness import medians
+from _harness import record
+from _harness import record_fields
+from _harness import run_child
+from _harness import set_torch_threads
+from _harness import thread_env
+from _harness import write_records
 
 RECIPES = {
     "awd_lstm": "recipes/awd_lstm_ptb.py",
@@ -86,16 +93,10 @@ RECIPES = {
     "awd_lstm_doc": "recipes/awd_lstm_doc_ptb.py",
     "mmlstm": "recipes/mmlstm_ptb.py",
 }
-#: ["cpu"] or ["gpu"] (set from --device in every process).
-DEVICE = ["cpu"]
 EVAL_METHOD = (
     "model.evaluate of a keras_rnnlm.evaluation.Evaluator's stateful model "
     "on its LMSequence stream; first window untimed"
 )
-
-
-def _peak_rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def _train_len(batch, bptt, n_windows):
@@ -113,7 +114,7 @@ def prepare(workdir, preset, max_windows, eval_windows):
 
     from keras_rnnlm.recipe import config_from_preset
     from keras_rnnlm.recipe import load_recipe
-    from keras_rnnlm.training.trainer import load_run_corpus
+    from keras_rnnlm.runs import load_run_corpus
 
     configs = {}
     for name, path in RECIPES.items():
@@ -183,15 +184,10 @@ def _split_units(units, r):
 # -- Keras ------------------------------------------------------------------
 
 
-def measure_keras(name, workdir, steps, warmup, eval_windows, threads):
+def measure_keras(name, workdir, steps, warmup, eval_windows, device):
     import keras
     import numpy as np
 
-    if threads and keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
     from keras_rnnlm.config import RunConfig
     from keras_rnnlm.data.streams import LMSequence
     from keras_rnnlm.evaluation import Evaluator
@@ -435,15 +431,13 @@ def _torch_model(m, vocab):
     return Model()
 
 
-def measure_torch(name, workdir, steps, warmup, eval_windows, threads):
+def measure_torch(name, workdir, steps, warmup, eval_windows, device):
     import numpy as np
     import torch
     import torch.nn.functional as F
 
-    if threads:
-        torch.set_num_threads(threads)
-        torch.set_num_interop_threads(1)
-    cuda = torch.cuda.is_available() and DEVICE[0] == "gpu"
+    set_torch_threads(torch)
+    cuda = torch.cuda.is_available() and device == "gpu"
     dev = torch.device("cuda" if cuda else "cpu")
 
     def now():
@@ -606,69 +600,34 @@ def check_equivalence(name, workdir, batch=2, length=12):
 # -- driver -----------------------------------------------------------------
 
 
-def child(impl, name, workdir, steps, warmup, eval_windows, threads):
+def measure(impl, name, workdir, steps, warmup, eval_windows, device):
+    if impl == "prepare":  # name: the preset
+        prepare(workdir, name, warmup + steps, [w + 1 for w in eval_windows])
+        return {}
     if impl == "check":
-        print(json.dumps({"max_abs_diff": check_equivalence(name, workdir)}))
-        return
+        return {"max_abs_diff": check_equivalence(name, workdir)}
     fn = measure_torch if impl == "torch" else measure_keras
-    result = fn(name, workdir, steps, warmup, eval_windows, threads)
-    result["rss_mb"] = _peak_rss_mb()
-    if DEVICE[0] == "gpu":
+    result = fn(name, workdir, steps, warmup, eval_windows, device)
+    if device == "gpu":
         result.setdefault("gpu_peak_mb", float("nan"))
-    print(json.dumps(result))
-
-
-def run_child(args, impl, name, workdir):
-    cmd = [
-        sys.executable,
-        __file__,
-        "--child",
-        impl,
-        name,
-        workdir,
-        "--steps",
-        str(args.steps),
-        "--warmup",
-        str(args.warmup),
-        "--eval-windows",
-        *map(str, args.eval_windows),
-        "--device",
-        args.device,
-    ]
-    if args.threads:
-        cmd += ["--threads", str(args.threads)]
-    env = _child_env(args.device)
-    if args.threads:
-        env["TF_NUM_INTRAOP_THREADS"] = str(args.threads)
-        env["TF_NUM_INTEROP_THREADS"] = "1"
-        env["OMP_NUM_THREADS"] = str(args.threads)
-    t = time.perf_counter()
-    out = subprocess.run(
-        cmd, capture_output=True, text=True, check=False, env=env
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"{impl}/{name} failed:\n{out.stderr[-4000:]}")
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    result["wall_s"] = time.perf_counter() - t
-    result["load_average"] = os.getloadavg()[0]
     return result
 
 
-def _child_env(device):
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    if device == "gpu":
-        # No TensorFlow on the GPU machine; JAX allocates as it goes (so
-        # its peak is the model's, like torch's).
-        env["KERAS_BACKEND"] = "jax"
-        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-    return env
+def _child_env(args):
+    if args.device == "cpu":
+        return thread_env(args.threads)
+    # TensorFlow is not needed on the GPU machine; JAX allocates as it goes
+    # (so its peak is the model's, like torch's).
+    return thread_env(
+        args.threads,
+        KERAS_BACKEND="jax",
+        XLA_PYTHON_CLIENT_PREALLOCATE="false",
+    )
 
 
 def _describe_device(device):
     if device == "cpu":
-        cpu = platform.processor() or platform.machine()
-        return f"CPU {cpu}, {os.cpu_count()} cores", "torch 2.13 CPU"
+        return machine(), "torch 2.13 CPU"
     import torch
 
     if not torch.cuda.is_available():
@@ -678,26 +637,6 @@ def _describe_device(device):
         f"GPU {name}; Keras on JAX",
         f"torch {torch.__version__.split('+')[0]} CUDA (cuDNN nn.LSTM)",
     )
-
-
-def _git_commit():
-    """HEAD's short hash, "+dirty" if the working tree differs."""
-    try:
-        head = subprocess.run(
-            ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", ROOT, "status", "--porcelain", "--untracked=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return head + ("+dirty" if dirty else "")
 
 
 def main():
@@ -724,13 +663,7 @@ def main():
         help="timed evaluation windows at batch 10 and at batch 1 (after "
         "one untimed window each, in the same stateful pass)",
     )
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="intra-op threads of TensorFlow and PyTorch (0: their "
-        "defaults); 1 gives comparable numbers on a busy machine",
-    )
+    add_threads_argument(p)
     p.add_argument(
         "--no-check",
         dest="check",
@@ -738,113 +671,78 @@ def main():
         help="skip the equivalence check (Keras weights copied into the "
         "torch model, inference log-probabilities compared)",
     )
-    p.add_argument("--out", default=os.path.join(HERE, "results", "awd.jsonl"))
+    add_output_arguments(p, "awd.jsonl")
     p.add_argument(
         "--device",
         choices=["cpu", "gpu"],
         default="cpu",
         help="gpu: Keras on JAX on the GPU vs torch on CUDA (see above)",
     )
-    p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    add_child_argument(p)
     args = p.parse_args()
-    DEVICE[0] = args.device
     if args.warmup < 1:
         p.error("--warmup must be >= 1")
     for name in args.models:
         if name not in RECIPES:
             p.error(f"unknown model {name!r}; choose from {list(RECIPES)}")
     if args.child:
-        impl, name, workdir = args.child
-        return child(
-            impl,
-            name,
-            workdir,
-            args.steps,
-            args.warmup,
-            args.eval_windows,
-            args.threads,
-        )
+        return child_main(args, measure)
 
     start = time.perf_counter()
-    command = " ".join(["python bench/awd_throughput.py", *sys.argv[1:]])
     device, torch_name = _describe_device(args.device)
-    date = datetime.date.today().isoformat()
+    env = _child_env(args)
     workdir = tempfile.mkdtemp(prefix="awd_throughput_")
+    params = {
+        "workdir": workdir,
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "eval_windows": args.eval_windows,
+        "device": args.device,
+    }
     try:
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import sys; sys.path.insert(0, sys.argv[1]); "
-                "from bench.awd_throughput import prepare; "
-                "prepare(sys.argv[2], sys.argv[3], int(sys.argv[4]), "
-                "[int(sys.argv[5]), int(sys.argv[6])])",
-                ROOT,
-                workdir,
-                args.preset,
-                str(args.warmup + args.steps),
-                *map(str, (w + 1 for w in args.eval_windows)),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            env=_child_env(args.device),
-        )
-        if out.returncode != 0:
-            raise RuntimeError(f"preparation failed:\n{out.stderr[-4000:]}")
+        run_child(__file__, dict(params, impl="prepare", name=args.preset), env)
         with open(os.path.join(workdir, "configs.json")) as f:
             configs = json.load(f)["configs"]
         diffs = {}
         if args.check:
             for name in args.models:
-                diffs[name] = run_child(args, "check", name, workdir)[
-                    "max_abs_diff"
-                ]
+                diffs[name] = run_child(
+                    __file__, dict(params, impl="check", name=name), env
+                )["max_abs_diff"]
                 print(
                     f"{name}: Keras weights copied into torch: max |log p "
                     f"difference| {diffs[name]:.2e}",
                     flush=True,
                 )
-        samples = {(n, i): [] for n in args.models for i in args.impls}
-        for rep in range(args.repeats):  # interleaved repeats
-            for name in args.models:
-                for impl in args.impls:
-                    r = run_child(args, impl, name, workdir)
-                    samples[name, impl].append(r)
-                    print(
-                        f"[{rep}] {name:13s} {impl:6s} train "
-                        f"{r['train']:7.1f} tok/s  eval b10 "
-                        f"{r['eval_b10']:7.1f}  b1 {r['eval_b1']:6.1f}  "
-                        f"steps {r['step_s']}  rss {r['rss_mb']:.0f} MB  "
-                        f"wall {r['wall_s']:.0f} s  load "
-                        f"{r['load_average']:.2f}",
-                        flush=True,
-                    )
+
+        def measure_one(key):
+            name, impl = key
+            return run_child(__file__, dict(params, name=name, impl=impl), env)
+
+        def report(rep, key, r):
+            print(
+                f"[{rep}] {key[0]:13s} {key[1]:6s} train "
+                f"{r['train']:7.1f} tok/s  eval b10 "
+                f"{r['eval_b10']:7.1f}  b1 {r['eval_b1']:6.1f}  "
+                f"steps {r['step_s']}  rss {r['rss_mb']:.0f} MB  "
+                f"wall {r['wall_s']:.0f} s  load "
+                f"{r['load_average']:.2f}",
+                flush=True,
+            )
+
+        keys = [(n, i) for n in args.models for i in args.impls]
+        samples = interleave(keys, args.repeats, measure_one, report)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
     mem = "gpu_peak_mb" if args.device == "gpu" else "rss_mb"
-    med = {
-        key: {
-            k: statistics.median(s[k] for s in runs)
-            for k in (
-                "train",
-                "eval_b10",
-                "eval_b1",
-                mem,
-                "params",
-                "load_average",
-            )
-        }
-        for key, runs in samples.items()
-    }
-    common = {
-        "git_commit": _git_commit(),
-        "device": device,
-        "threads": args.threads or None,
-        "command": command,
-        "date": date,
-    }
+    fields = record_fields(
+        "awd_throughput.py", device=device, threads=args.threads or None
+    )
+    med = medians(
+        samples,
+        ("train", "eval_b10", "eval_b1", mem, "params", "load_average"),
+    )
     records = []
     for name in args.models:
         cfg = configs[name]
@@ -894,104 +792,90 @@ def main():
                         "first window untimed"
                     )
                 records.append(
-                    {
-                        "kind": "throughput",
-                        "name": f"{base}_{phase}",
-                        "model": impl,
-                        "value": round(res[phase], 1),
-                        "unit": "tok/s",
-                        "reference": round(ref[phase], 1) if ref else None,
-                        "reference_name": f"{torch_name}, same "
-                        "architecture, same run",
-                        "ratio": round(res[phase] / ref[phase], 3)
-                        if ref
-                        else None,
-                        **common,
+                    record(
+                        "throughput",
+                        f"{base}_{phase}",
+                        impl,
+                        res[phase],
+                        "tok/s",
+                        ref and ref[phase],
+                        f"{torch_name}, same architecture, same run",
                         **info,
-                        "samples": [round(r[phase], 1) for r in runs],
+                        samples=[round(r[phase], 1) for r in runs],
                         **extra,
-                    }
+                    )
                 )
             records.append(
-                {
-                    "kind": "memory",
-                    "name": f"{base}_peak_{mem.split('_')[0]}",
-                    "model": impl,
-                    "value": round(res[mem], 1),
-                    "unit": "MB",
-                    "reference": round(ref[mem], 1) if ref else None,
-                    "reference_name": f"{torch_name}, same run",
-                    "ratio": round(res[mem] / ref[mem], 3) if ref else None,
-                    **common,
+                record(
+                    "memory",
+                    f"{base}_peak_{mem.split('_')[0]}",
+                    impl,
+                    res[mem],
+                    "MB",
+                    ref and ref[mem],
+                    f"{torch_name}, same run",
                     **info,
-                    "note": "peak RSS of the whole subprocess (train + "
-                    "both evaluations)"
+                    note="peak RSS of the whole subprocess (train + both "
+                    "evaluations)"
                     if mem == "rss_mb"
                     else "peak GPU memory of the subprocess (train + both "
                     "evaluations): JAX peak_bytes_in_use / "
                     "torch.cuda.max_memory_allocated",
-                }
+                )
             )
         if (name, "keras") in med and ref:
             kp, tp = int(med[name, "keras"]["params"]), int(ref["params"])
             expected = 4 * sum(lstm_sizes)
+            check = "ok" if tp - kp == expected else "MISMATCH"
             records.append(
-                {
-                    "kind": "params",
-                    "name": f"{base}_params",
-                    "model": "keras",
-                    "value": kp,
-                    "unit": "params",
-                    "reference": tp,
-                    "reference_name": "torch, same architecture (two LSTM "
-                    "biases)",
-                    "ratio": round(kp / tp, 6),
-                    **common,
-                    "difference": tp - kp,
-                    "expected_difference": expected,
-                    "lstm_units": lstm_sizes,
-                    "check": "ok" if tp - kp == expected else "MISMATCH",
-                    "equivalence_max_abs_logp_diff": float(f"{diffs[name]:.2e}")
+                record(
+                    "params",
+                    f"{base}_params",
+                    "keras",
+                    kp,
+                    "params",
+                    tp,
+                    "torch, same architecture (two LSTM biases)",
+                    digits=None,
+                    ratio_digits=6,
+                    difference=tp - kp,
+                    expected_difference=expected,
+                    lstm_units=lstm_sizes,
+                    check=check,
+                    equivalence_max_abs_logp_diff=float(f"{diffs[name]:.2e}")
                     if name in diffs
                     else None,
-                }
+                )
             )
             print(
                 f"{name}: params keras {kp:,} torch {tp:,} (diff "
-                f"{tp - kp:,}, expected 4*sum(H) = {expected:,}: "
-                f"{'ok' if tp - kp == expected else 'MISMATCH'})"
+                f"{tp - kp:,}, expected 4*sum(H) = {expected:,}: {check})"
             )
     if "mmlstm" in args.models and "awd_lstm_mos" in args.models:
         for impl in args.impls:
             mm, mos = med["mmlstm", impl], med["awd_lstm_mos", impl]
             pairs = zip(samples["mmlstm", impl], samples["awd_lstm_mos", impl])
+            load = statistics.median([mm["load_average"], mos["load_average"]])
             records.append(
-                {
-                    "kind": "throughput",
-                    "name": f"mmlstm_vs_awd_lstm_mos_ptb_{args.preset}"
+                record(
+                    "throughput",
+                    f"mmlstm_vs_awd_lstm_mos_ptb_{args.preset}"
                     + ("_gpu" if args.device == "gpu" else "")
                     + "_train",
-                    "model": impl,
-                    "value": round(mm["train"], 1),
-                    "unit": "tok/s",
-                    "reference": round(mos["train"], 1),
-                    "reference_name": f"AWD-LSTM-MoS ({impl}), same run",
-                    "ratio": round(mm["train"] / mos["train"], 3),
-                    **common,
-                    "params": int(mm["params"]),
-                    "reference_params": int(mos["params"]),
-                    "load_average": round(
-                        statistics.median(
-                            [mm["load_average"], mos["load_average"]]
-                        ),
-                        2,
-                    ),
-                    "repeat_ratios": [
+                    impl,
+                    mm["train"],
+                    "tok/s",
+                    mos["train"],
+                    f"AWD-LSTM-MoS ({impl}), same run",
+                    params=int(mm["params"]),
+                    reference_params=int(mos["params"]),
+                    load_average=round(load, 2),
+                    repeat_ratios=[
                         round(a["train"] / b["train"], 3) for a, b in pairs
                     ],
-                    "target": "ratio >= 0.9 (the Major-Minor split costs at "
+                    target="ratio >= 0.9 (the Major-Minor split costs at "
                     "most ~10% throughput)",
-                }
+                )
             )
     for rec in records:
         if rec["kind"] == "throughput":
@@ -999,10 +883,7 @@ def main():
                 f"{rec['name']:42s} {rec['model']:6s} {rec['value']:8.1f} "
                 f"tok/s  ref {rec['reference']}  ratio {rec['ratio']}"
             )
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "a") as f:
-        for rec in records:
-            f.write(json.dumps(rec) + "\n")
+    write_records(args, records, fields)
     print(f"total {time.perf_counter() - start:.0f} s")
 
 

@@ -184,8 +184,8 @@ def main(argv=None):
 
     set_threads(args.threads, torch)
 
-    from keras_rnnlm.training.trainer import load_run
-    from keras_rnnlm.training.trainer import load_run_corpus
+    from keras_rnnlm.runs import load_run
+    from keras_rnnlm.runs import load_run_corpus
 
     config, vocab = load_run(args.run)
     corpus = load_run_corpus(config, vocab)

@@ -19,48 +19,47 @@ and evaluated on random tokens, with its recurrent layers as:
 
 Each measurement runs in a fresh subprocess; repeats are interleaved and
 the median is reported. Results are printed and appended to
-``bench/results/multicell.jsonl``.
+``bench/results/multicell.jsonl`` (``--out``).
 
     python bench/multicell.py --sizes small --cells 10 --strategy max
     python bench/multicell.py --scope layer --impls fused autodiff lstm naive
+    python bench/multicell.py --sizes small --steps 2 --repeats 1 \
+        --eval-tokens 1400 --impls fused torch --no-record   # a quick check
 """
 
 import argparse
-import datetime
-import json
-import os
-import platform
-import statistics
-import subprocess
-import sys
-import time
+
+from _harness import add_child_argument
+from _harness import add_eval_tokens_argument
+from _harness import add_output_arguments
+from _harness import add_threads_argument
+from _harness import child_main
+from _harness import eval_steps as count_eval_steps
+from _harness import keras_rates
+from _harness import medians
+from _harness import random_ids
+from _harness import record
+from _harness import record_fields
+from _harness import run_children
+from _harness import set_torch_threads
+from _harness import thread_env
+from _harness import torch_rates
+from _harness import write_records
 
 VOCAB, BATCH, BPTT = 10000, 20, 35
 SIZES = {"small": (200, 0.4), "medium": (650, 0.5), "large": (1500, 0.65)}
 FUSED = {"fused": True, "autodiff": "autodiff", "naive": False}
-SCOPE = ["model"]  # or "layer" (set by --scope)
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
-sys.path.insert(0, HERE)
-
-from _harness import add_eval_tokens_argument  # noqa: E402
-from _harness import eval_steps as count_eval_steps  # noqa: E402
-from _harness import median_rate  # noqa: E402
 
 
 def measure_keras(impl, size, cells, strategy, steps, eval_steps):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import numpy as np
 
     from keras_rnnlm.config import ModelConfig
     from keras_rnnlm.config import TrainConfig
-    from keras_rnnlm.layers.recurrence import set_forward_only
     from keras_rnnlm.models import build_language_model
     from keras_rnnlm.training import compile_model
 
     units, dropout = SIZES[size]
-    if SCOPE[0] == "layer":
-        return measure_layer(impl, units, cells, strategy, steps)
     if impl == "lstm":
         name, kwargs = "lstm", {}
     else:
@@ -83,22 +82,12 @@ def measure_keras(impl, size, cells, strategy, steps, eval_steps):
         model, TrainConfig(optimizer="sgd", learning_rate=1.0, clipnorm=0.15)
     )
     rng = np.random.default_rng(0)
-    x = rng.integers(0, VOCAB, (BATCH * steps, BPTT)).astype("int32")
-    y = rng.integers(0, VOCAB, (BATCH * steps, BPTT)).astype("int32")
-    warm = BATCH * 2
-    model.fit(x[:warm], y[:warm], batch_size=BATCH, verbose=0, shuffle=False)
-    t = time.perf_counter()
-    model.fit(x, y, batch_size=BATCH, verbose=0, shuffle=False)
-    train = x.size / (time.perf_counter() - t)
-    x = rng.integers(0, VOCAB, (BATCH * eval_steps, BPTT)).astype("int32")
-    y = rng.integers(0, VOCAB, (BATCH * eval_steps, BPTT)).astype("int32")
-    # Evaluate as the package's Evaluator does (fused loops forward-only).
-    set_forward_only(model)
-    model.evaluate(x[:warm], y[:warm], batch_size=BATCH, verbose=0)
-    evaluate = median_rate(
-        lambda: model.evaluate(x, y, batch_size=BATCH, verbose=0), x.size
-    )
-    return train, evaluate, model.count_params()
+
+    def data(n):
+        return tuple(random_ids(rng, VOCAB, BATCH * n, BPTT) for _ in "xy")
+
+    rates = keras_rates(model, data(steps), data(eval_steps), BATCH)
+    return (*rates, model.count_params())
 
 
 def measure_layer(impl, units, cells, strategy, steps):
@@ -109,7 +98,6 @@ def measure_layer(impl, units, cells, strategy, steps):
 
     from keras_rnnlm.layers.lstm import LSTM
     from keras_rnnlm.layers.multicell_lstm import MultiCellLSTM
-    from keras_rnnlm.layers.recurrence import set_forward_only
 
     if impl == "lstm":
         layer = LSTM(units, return_sequences=True, stateful=True)
@@ -129,26 +117,15 @@ def measure_layer(impl, units, cells, strategy, steps):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(BATCH * steps, BPTT, units)).astype("float32")
     y = np.zeros((BATCH * steps, BPTT, units), "float32")
-    warm = BATCH * 2
-    model.fit(x[:warm], y[:warm], batch_size=BATCH, verbose=0, shuffle=False)
-    t = time.perf_counter()
-    model.fit(x, y, batch_size=BATCH, verbose=0, shuffle=False)
-    train = BATCH * steps * BPTT / (time.perf_counter() - t)
-    set_forward_only(model)
-    model.predict(x[:warm], batch_size=BATCH, verbose=0)
-    evaluate = median_rate(
-        lambda: model.predict(x, batch_size=BATCH, verbose=0),
-        BATCH * steps * BPTT,
-    )
-    return train, evaluate, model.count_params()
+    rates = keras_rates(model, (x, y), (x,), BATCH)
+    return (*rates, model.count_params())
 
 
 def measure_torch(size, cells, strategy, steps, eval_steps):
     import torch
     from torch import nn
 
-    if os.environ.get("BENCH_TORCH_THREADS"):
-        torch.set_num_threads(int(os.environ["BENCH_TORCH_THREADS"]))
+    set_torch_threads(torch)
     if strategy not in ("max", "mean"):
         raise ValueError("the torch reference implements max and mean")
     torch.manual_seed(0)
@@ -185,11 +162,6 @@ def measure_torch(size, cells, strategy, steps, eval_steps):
         *layers.parameters(),
         *dec.parameters(),
     ]
-    opt = torch.optim.SGD(params, lr=1.0)
-    loss_fn = nn.CrossEntropyLoss()
-    n = max(steps, eval_steps)
-    x = torch.randint(0, VOCAB, (n, BPTT, BATCH))
-    y = torch.randint(0, VOCAB, (n, BPTT, BATCH))
 
     def forward(xk, states):
         out = drop(emb(xk))
@@ -200,66 +172,30 @@ def measure_torch(size, cells, strategy, steps, eval_steps):
             new.append(s)
         return dec(out), new
 
-    def run(n, training):
-        for mod in (drop, layers):
-            mod.train(training)
-        states = [(torch.zeros(BATCH, H), torch.zeros(BATCH, m, H))] * 2
-        for k in range(n):
-            states = [(h.detach(), c.detach()) for h, c in states]
-            if training:
-                opt.zero_grad()
-                out, states = forward(x[k], states)
-                loss = loss_fn(out.view(-1, VOCAB), y[k].view(-1))
-                loss.backward()
-                nn.utils.clip_grad_norm_(params, 0.15)
-                opt.step()
-            else:
-                with torch.no_grad():
-                    out, states = forward(x[k], states)
-                    loss_fn(out.view(-1, VOCAB), y[k].view(-1))
-
-    run(2, True)
-    t = time.perf_counter()
-    run(steps, True)
-    train = steps * BPTT * BATCH / (time.perf_counter() - t)
-    run(2, False)
-    evaluate = median_rate(
-        lambda: run(eval_steps, False), eval_steps * BPTT * BATCH
+    rates = torch_rates(
+        forward,
+        lambda: [(torch.zeros(BATCH, H), torch.zeros(BATCH, m, H))] * 2,
+        params,
+        torch.optim.SGD(params, lr=1.0),
+        0.15,
+        VOCAB,
+        BATCH,
+        BPTT,
+        steps,
+        eval_steps,
+        modules=[drop, layers],
     )
-    return train, evaluate, sum(q.numel() for q in params)
+    return (*rates, sum(q.numel() for q in params))
 
 
-def child(impl, size, cells, strategy, steps, eval_steps):
+def measure(impl, size, cells, strategy, steps, eval_steps, scope):
     if impl == "torch":
         result = measure_torch(size, cells, strategy, steps, eval_steps)
+    elif scope == "layer":
+        result = measure_layer(impl, SIZES[size][0], cells, strategy, steps)
     else:
         result = measure_keras(impl, size, cells, strategy, steps, eval_steps)
-    train, evaluate, params = result
-    print(json.dumps({"train": train, "eval": evaluate, "params": params}))
-
-
-def run_child(impl, size, cells, strategy, steps, eval_steps):
-    out = subprocess.run(
-        [
-            sys.executable,
-            __file__,
-            "--child",
-            impl,
-            size,
-            str(cells),
-            strategy,
-            str(steps),
-            str(eval_steps),
-            "--scope",
-            SCOPE[0],
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"{impl}/{size} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return dict(zip(("train", "eval", "params"), result))
 
 
 def main():
@@ -275,113 +211,74 @@ def main():
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--steps", type=int, default=20)
     add_eval_tokens_argument(p)  # model scope only
-    p.add_argument(
-        "--out", default=os.path.join(HERE, "results", "multicell.jsonl")
-    )
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="intra-op threads of TensorFlow and PyTorch (default: their "
-        "defaults); 1 gives comparable numbers on a busy machine",
-    )
+    add_threads_argument(p, default=0)
     p.add_argument(
         "--scope",
         choices=("model", "layer"),
         default="model",
         help="the whole language model, or one recurrent layer alone",
     )
-    p.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
+    add_output_arguments(p, "multicell.jsonl")
+    add_child_argument(p)
     args = p.parse_args()
-    SCOPE[0] = args.scope
-    if args.threads:
-        os.environ["TF_NUM_INTRAOP_THREADS"] = str(args.threads)
-        os.environ["TF_NUM_INTEROP_THREADS"] = "1"
-        os.environ["BENCH_TORCH_THREADS"] = str(args.threads)
     if args.child:
-        impl, size, cells, strategy, steps, eval_steps = args.child
-        return child(
-            impl, size, int(cells), strategy, int(steps), int(eval_steps)
-        )
+        return child_main(args, measure)
 
-    command = "python bench/multicell.py " + " ".join(sys.argv[1:])
-    device = f"CPU {platform.processor() or platform.machine()}, "
-    device += f"{os.cpu_count()} cores"
-    date = datetime.date.today().isoformat()
-    load = os.getloadavg()[0]
+    fields = record_fields("multicell.py", threads=args.threads or None)
+    layer_only = args.scope == "layer"
+    impls = [i for i in args.impls if not (i == "torch" and layer_only)]
+    eval_steps = (
+        args.steps
+        if layer_only
+        else count_eval_steps(args.eval_tokens, BATCH, BPTT)
+    )
     records = []
     for size in args.sizes:
-        layer_only = args.scope == "layer"
-        impls = [i for i in args.impls if not (i == "torch" and layer_only)]
-        samples = {impl: [] for impl in impls}
-        eval_steps = (
-            args.steps
-            if layer_only
-            else count_eval_steps(args.eval_tokens, BATCH, BPTT)
+        samples = run_children(
+            __file__,
+            impls,
+            args.repeats,
+            thread_env(args.threads),
+            size=size,
+            cells=args.cells,
+            strategy=args.strategy,
+            steps=args.steps,
+            eval_steps=eval_steps,
+            scope=args.scope,
         )
-        for _ in range(args.repeats):  # interleaved repeats
-            for impl in impls:
-                samples[impl].append(
-                    run_child(
-                        impl,
-                        size,
-                        args.cells,
-                        args.strategy,
-                        args.steps,
-                        eval_steps,
-                    )
-                )
-        med = {
-            impl: {
-                k: statistics.median(s[k] for s in runs)
-                for k in ("train", "eval", "params")
-            }
-            for impl, runs in samples.items()
-        }
+        med = medians(samples, ("train", "eval", "params"))
         for impl, m in med.items():
             for phase in ("train", "eval"):
-                rec = {
-                    "kind": "throughput",
-                    "name": f"multicell_{args.scope}_{size}_"
+                ref = med.get("torch")
+                rec = record(
+                    "throughput",
+                    f"multicell_{args.scope}_{size}_"
                     f"m{args.cells}_{args.strategy}_{phase}",
-                    "model": impl,
-                    "value": round(m[phase], 1),
-                    "unit": "tok/s",
-                    "params": int(m["params"]),
-                    "reference": None,
-                    "reference_name": "torch 2.13 CPU, same cell, same run",
-                    "ratio": None,
-                    "device": device,
-                    "load_average": round(load, 2),
-                    "threads": args.threads,
-                    "eval_tokens": eval_steps * BATCH * BPTT,
-                    "command": command,
-                    "date": date,
-                }
-                for ref in ("torch", "lstm", "naive"):
-                    if ref in med:
-                        r = m[phase] / med[ref][phase]
-                        if ref == "torch":
-                            rec["reference"] = round(med[ref][phase], 1)
-                            rec["ratio"] = round(r, 3)
-                        else:
-                            rec[f"ratio_to_{ref}"] = round(r, 3)
+                    impl,
+                    m[phase],
+                    "tok/s",
+                    ref and ref[phase],
+                    "torch 2.13 CPU, same cell, same run",
+                    params=int(m["params"]),
+                    eval_tokens=eval_steps * BATCH * BPTT,
+                )
+                for other in ("lstm", "naive"):
+                    if other in med:
+                        r = m[phase] / med[other][phase]
+                        rec[f"ratio_to_{other}"] = round(r, 3)
                 records.append(rec)
             line = (
                 f"{size:6s} {impl:6s} {int(m['params']):9d} params  train "
                 f"{m['train']:7.0f} tok/s  eval {m['eval']:7.0f} tok/s"
             )
-            for ref in ("torch", "lstm", "naive"):
-                if ref in med and ref != impl:
+            for other in ("torch", "lstm", "naive"):
+                if other in med and other != impl:
                     line += (
-                        f"  ({m['train'] / med[ref]['train']:.2f}x / "
-                        f"{m['eval'] / med[ref]['eval']:.2f}x {ref})"
+                        f"  ({m['train'] / med[other]['train']:.2f}x / "
+                        f"{m['eval'] / med[other]['eval']:.2f}x {other})"
                     )
             print(line, flush=True)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "a") as f:
-        for rec in records:
-            f.write(json.dumps(rec) + "\n")
+    write_records(args, records, fields)
 
 
 if __name__ == "__main__":

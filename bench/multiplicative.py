@@ -22,28 +22,34 @@ stateful) trained and evaluated on random symbols, in:
 
 Each measurement runs in a fresh subprocess, which times three training
 and three evaluation passes and keeps each phase's median
-(``_records.median_rate``); repeats are interleaved and the median over
+(``_harness.median_rate``); repeats are interleaved and the median over
 them is reported. Results are printed and appended to
-``bench/results/multiplicative.jsonl``.
+``bench/results/multiplicative.jsonl`` (``--out``).
 
     python bench/multiplicative.py --cells mlstm mgru --repeats 3
+    python bench/multiplicative.py --cells mrnn --steps 1 --repeats 1 \
+        --impls fused torch --no-record   # a quick check
 """
 
 import argparse
-import datetime
-import json
-import os
-import platform
-import statistics
-import subprocess
-import sys
+
+from _harness import EVAL_PASSES
+from _harness import add_child_argument
+from _harness import add_output_arguments
+from _harness import add_threads_argument
+from _harness import child_main
+from _harness import keras_rates
+from _harness import medians
+from _harness import random_ids
+from _harness import record
+from _harness import record_fields
+from _harness import run_children
+from _harness import set_torch_threads
+from _harness import thread_env
+from _harness import torch_rates
+from _harness import write_records
 
 VOCAB, BATCH, BPTT = 50, 32, 100
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
-sys.path.insert(0, HERE)
-
-from _harness import median_rate  # noqa: E402
 
 
 def _units(cell):
@@ -53,12 +59,10 @@ def _units(cell):
 
 
 def measure_keras(impl, cell, steps):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import numpy as np
 
     from keras_rnnlm.config import ModelConfig
     from keras_rnnlm.config import TrainConfig
-    from keras_rnnlm.layers.recurrence import set_forward_only
     from keras_rnnlm.models import build_language_model
     from keras_rnnlm.training import compile_model
 
@@ -78,21 +82,9 @@ def measure_keras(impl, cell, steps):
         model, TrainConfig(optimizer="adam", learning_rate=1e-3, clipnorm=5.0)
     )
     rng = np.random.default_rng(0)
-    x = rng.integers(0, VOCAB, (BATCH * steps, BPTT)).astype("int32")
-    y = rng.integers(0, VOCAB, (BATCH * steps, BPTT)).astype("int32")
-    warm = BATCH * 2
-    model.fit(x[:warm], y[:warm], batch_size=BATCH, verbose=0, shuffle=False)
-    train = median_rate(
-        lambda: model.fit(x, y, batch_size=BATCH, verbose=0, shuffle=False),
-        x.size,
-    )
-    # Evaluate as the package's Evaluator does (fused loops forward-only).
-    set_forward_only(model)
-    model.evaluate(x[:warm], y[:warm], batch_size=BATCH, verbose=0)
-    evaluate = median_rate(
-        lambda: model.evaluate(x, y, batch_size=BATCH, verbose=0), x.size
-    )
-    return train, evaluate, model.count_params()
+    data = tuple(random_ids(rng, VOCAB, BATCH * steps, BPTT) for _ in "xy")
+    rates = keras_rates(model, data, data, BATCH, train_passes=EVAL_PASSES)
+    return (*rates, model.count_params())
 
 
 def _torch_cell(cell, units, d):
@@ -188,8 +180,7 @@ def measure_torch(cell, steps, jit=False):
     import torch
     from torch import nn
 
-    if os.environ.get("BENCH_TORCH_THREADS"):
-        torch.set_num_threads(int(os.environ["BENCH_TORCH_THREADS"]))
+    set_torch_threads(torch)
     torch.manual_seed(0)
     units = _units(cell)
     w, step, n_states = _torch_cell(cell, units, VOCAB)
@@ -197,10 +188,6 @@ def measure_torch(cell, steps, jit=False):
         step = _traced(step, w, units, n_states)
     dec = nn.Linear(units, VOCAB)
     params = [*w.values(), *dec.parameters()]
-    opt = torch.optim.Adam(params, lr=1e-3)
-    loss_fn = nn.CrossEntropyLoss()
-    x = torch.randint(0, VOCAB, (steps, BPTT, BATCH))
-    y = torch.randint(0, VOCAB, (steps, BPTT, BATCH))
 
     def forward(xk, states):
         onehot = nn.functional.one_hot(xk, VOCAB).float()
@@ -211,49 +198,28 @@ def measure_torch(cell, steps, jit=False):
             outs.append(h)
         return dec(torch.stack(outs)), states
 
-    def run(n, training):
-        states = tuple(torch.zeros(BATCH, units) for _ in range(n_states))
-        for k in range(n):
-            states = tuple(s.detach() for s in states)
-            if training:
-                opt.zero_grad()
-                out, states = forward(x[k], states)
-                loss = loss_fn(out.view(-1, VOCAB), y[k].view(-1))
-                loss.backward()
-                nn.utils.clip_grad_norm_(params, 5.0)
-                opt.step()
-            else:
-                with torch.no_grad():
-                    out, states = forward(x[k], states)
-                    loss_fn(out.view(-1, VOCAB), y[k].view(-1))
-
-    chars = steps * BPTT * BATCH
-    run(2, True)
-    train = median_rate(lambda: run(steps, True), chars)
-    run(2, False)
-    evaluate = median_rate(lambda: run(steps, False), chars)
-    return train, evaluate, sum(p.numel() for p in params)
+    rates = torch_rates(
+        forward,
+        lambda: tuple(torch.zeros(BATCH, units) for _ in range(n_states)),
+        params,
+        torch.optim.Adam(params, lr=1e-3),
+        5.0,
+        VOCAB,
+        BATCH,
+        BPTT,
+        steps,
+        steps,
+        train_passes=EVAL_PASSES,
+    )
+    return (*rates, sum(p.numel() for p in params))
 
 
-def child(impl, cell, steps):
+def measure(impl, cell, steps):
     if impl in ("torch", "torch_jit"):
         result = measure_torch(cell, steps, jit=impl == "torch_jit")
     else:
         result = measure_keras(impl, cell, steps)
-    train, evaluate, params = result
-    print(json.dumps({"train": train, "eval": evaluate, "params": params}))
-
-
-def run_child(impl, cell, steps):
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", impl, cell, str(steps)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"{impl}/{cell} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return dict(zip(("train", "eval", "params"), result))
 
 
 def main():
@@ -272,47 +238,23 @@ def main():
     )
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
-    p.add_argument(
-        "--out",
-        default=os.path.join(HERE, "results", "multiplicative.jsonl"),
-    )
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="intra-op threads of TensorFlow and PyTorch (default: their "
-        "defaults); 1 gives comparable numbers on a busy machine",
-    )
-    p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    add_threads_argument(p, default=0)
+    add_output_arguments(p, "multiplicative.jsonl")
+    add_child_argument(p)
     args = p.parse_args()
-    if args.threads:
-        os.environ["TF_NUM_INTRAOP_THREADS"] = str(args.threads)
-        os.environ["TF_NUM_INTEROP_THREADS"] = "1"
-        os.environ["BENCH_TORCH_THREADS"] = str(args.threads)
     if args.child:
-        impl, cell, steps = args.child
-        return child(impl, cell, int(steps))
+        return child_main(args, measure)
 
-    command = "python bench/multiplicative.py " + " ".join(sys.argv[1:])
-    device = f"CPU {platform.processor() or platform.machine()}, "
-    device += f"{os.cpu_count()} cores"
-    load = os.getloadavg()[0]
-    date = datetime.date.today().isoformat()
+    env = thread_env(args.threads)
+    fields = record_fields("multiplicative.py", threads=args.threads or None)
     records = []
     lstm_cache = None
     for cell in args.cells:
         impls = [i for i in args.impls if not (i == "lstm" and lstm_cache)]
-        samples = {impl: [] for impl in impls}
-        for _ in range(args.repeats):  # interleaved repeats
-            for impl in impls:
-                samples[impl].append(run_child(impl, cell, args.steps))
-        med = {
-            impl: {
-                k: statistics.median(s[k] for s in runs)
-                for k in ("train", "eval", "params")
-            }
-            for impl, runs in samples.items()
-        }
+        samples = run_children(
+            __file__, impls, args.repeats, env, cell=cell, steps=args.steps
+        )
+        med = medians(samples, ("train", "eval", "params"))
         if "lstm" in med:
             lstm_cache = med["lstm"]
         elif lstm_cache:
@@ -332,36 +274,22 @@ def main():
                 refs = {"lstm": med["lstm"][phase]} if "lstm" in med else {}
                 if best:
                     refs["torch"] = med[best[phase]][phase]
+                torch_ref = refs.get("torch")
+                jit = " (TorchScript)" if best.get(phase) == "torch_jit" else ""
                 records.append(
-                    {
-                        "kind": "throughput",
-                        "name": f"charlm_{cell}_paper_{phase}",
-                        "model": impl if impl != "lstm" else "lstm_240",
-                        "value": round(m[phase], 1),
-                        "unit": "char/s",
-                        "params": int(m["params"]),
-                        "reference": round(refs["torch"], 1)
-                        if "torch" in refs
-                        else None,
-                        "reference_name": "torch 2.13 CPU, same cell, same "
-                        "run"
-                        + (
-                            " (TorchScript)"
-                            if best.get(phase) == "torch_jit"
-                            else ""
-                        ),
-                        "ratio": round(m[phase] / refs["torch"], 3)
-                        if "torch" in refs
-                        else None,
-                        "ratio_to_fused_lstm": round(m[phase] / refs["lstm"], 3)
+                    record(
+                        "throughput",
+                        f"charlm_{cell}_paper_{phase}",
+                        impl if impl != "lstm" else "lstm_240",
+                        m[phase],
+                        "char/s",
+                        torch_ref,
+                        "torch 2.13 CPU, same cell, same run" + jit,
+                        params=int(m["params"]),
+                        ratio_to_fused_lstm=round(m[phase] / refs["lstm"], 3)
                         if "lstm" in refs
                         else None,
-                        "device": device,
-                        "load_average": round(load, 2),
-                        "threads": args.threads,
-                        "command": command,
-                        "date": date,
-                    }
+                    )
                 )
             line = (
                 f"{cell:7s} {impl:6s} {int(m['params']):7d} params  train "
@@ -379,10 +307,7 @@ def main():
                     f"{m['eval'] / med['lstm']['eval']:.2f}x lstm)"
                 )
             print(line, flush=True)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "a") as f:
-        for rec in records:
-            f.write(json.dumps(rec) + "\n")
+    write_records(args, records, fields)
 
 
 if __name__ == "__main__":

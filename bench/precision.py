@@ -38,9 +38,9 @@ def main(argv=None):
     import keras
     import tensorflow as tf
 
-    from keras_rnnlm.training.trainer import load_run
-    from keras_rnnlm.training.trainer import load_run_corpus
-    from keras_rnnlm.training.trainer import make_evaluator
+    from keras_rnnlm.runs import load_run
+    from keras_rnnlm.runs import load_run_corpus
+    from keras_rnnlm.runs import make_evaluator
 
     config, vocab = load_run(args.run)
     corpus = load_run_corpus(config, vocab)

@@ -6,9 +6,10 @@
 
 Reads the run directory's ``results.json`` (written by the trainer from
 the best checkpoint), ``log.csv`` and ``run.json``; appends one ``quality``
-record per split to ``bench/results/quality.jsonl`` (``reference`` = the
-paper's number) and copies the run's log, results and run record to
-``bench/logs/NAME/`` so the figures stay traceable after ``runs/`` is gone.
+record per split to ``bench/results/quality.jsonl`` (``--out``;
+``reference`` = the paper's number) and copies the run's log, results and
+run record to ``bench/logs/NAME/`` (``--logs``) so the figures stay
+traceable after ``runs/`` is gone.
 """
 
 import argparse
@@ -17,10 +18,13 @@ import datetime
 import json
 import math
 import os
-import platform
 import shutil
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from _harness import HERE
+from _harness import add_output_arguments
+from _harness import machine
+from _harness import record
+from _harness import write_records
 
 
 def main(argv=None):
@@ -35,10 +39,16 @@ def main(argv=None):
     p.add_argument("--note", default=None)
     p.add_argument(
         "--device",
-        default=f"CPU {platform.machine()}, {os.cpu_count()} cores",
+        default=machine(),
         help="where the run trained (default: this machine)",
     )
-    p.add_argument("--out", default=os.path.join(HERE, "results"))
+    add_output_arguments(p, "quality.jsonl")
+    p.add_argument(
+        "--logs",
+        default=os.path.join(HERE, "logs"),
+        help="the run's files are copied to LOGS/NAME/ (default: "
+        "%(default)s)",
+    )
     args = p.parse_args(argv)
 
     with open(os.path.join(args.run_dir, "results.json")) as f:
@@ -60,40 +70,40 @@ def main(argv=None):
         value = r["nll"] / math.log(2) if char else r["ppl"]
         ref = getattr(args, f"paper_{split}")
         records.append(
-            {
-                "kind": "quality",
-                "name": f"{args.name}_{split}",
-                "model": model,
-                "value": round(value, 4),
-                "unit": unit,
-                "reference": ref,
-                "reference_name": args.paper_name if ref else None,
-                "ratio": round(value / ref, 4) if ref else None,
-                "device": args.device,
-                "date": datetime.date.today().isoformat(),
-                "command": args.command,
-                "tokens": r.get("tokens"),
-                "batch_size": r.get("batch_size"),
-                "epochs_run": epochs,
-                "best_epoch": best + 1,
-                "parameters": run.get("parameters")
+            record(
+                "quality",
+                f"{args.name}_{split}",
+                model,
+                value,
+                unit,
+                ref,
+                args.paper_name if ref else None,
+                digits=4,
+                ratio_digits=4,
+                device=args.device,
+                date=datetime.date.today().isoformat(),
+                command=args.command,
+                tokens=r.get("tokens"),
+                batch_size=r.get("batch_size"),
+                epochs_run=epochs,
+                best_epoch=best + 1,
+                parameters=run.get("parameters")
                 or run.get("extra", {}).get("parameters"),
-                "log": f"bench/logs/{args.name}/log.csv",
+                log=f"bench/logs/{args.name}/log.csv",
                 **({"note": args.note} if args.note else {}),
-            }
+            )
         )
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "quality.jsonl"), "a") as f:
-        for rec in records:
-            f.write(json.dumps(rec) + "\n")
-            print(json.dumps(rec))
-    logs = os.path.join(HERE, "logs", args.name)
+    for rec in records:
+        print(json.dumps(rec))
+    write_records(args, records)
+    if args.no_record:
+        return
+    logs = os.path.join(args.logs, args.name)
     os.makedirs(logs, exist_ok=True)
     for name in ("log.csv", "results.json", "run.json", "config.json"):
         src = os.path.join(args.run_dir, name)
         if os.path.exists(src):
             shutil.copy(src, os.path.join(logs, name))
-
 
 if __name__ == "__main__":
     main()

@@ -21,7 +21,6 @@ appended to ``bench/results/throughput.jsonl`` (``--out``).
 """
 
 import argparse
-import os
 
 from _harness import add_child_argument
 from _harness import add_eval_tokens_argument
@@ -29,14 +28,13 @@ from _harness import add_output_arguments
 from _harness import add_threads_argument
 from _harness import child_main
 from _harness import eval_steps as count_eval_steps
-from _harness import interleave
 from _harness import keras_rates
 from _harness import medians
 from _harness import note_import_rss
 from _harness import random_ids
 from _harness import record
 from _harness import record_fields
-from _harness import run_child
+from _harness import run_children
 from _harness import set_torch_threads
 from _harness import thread_env
 from _harness import torch_rates
@@ -144,11 +142,14 @@ def main():
         steps = args.steps if size == "small" else max(10, args.steps // 3)
         bptt = SIZES[size][1]
         eval_steps = count_eval_steps(args.eval_tokens, BATCH, bptt)
-        params = {"size": size, "steps": steps, "eval_steps": eval_steps}
-        samples = interleave(
+        samples = run_children(
+            __file__,
             args.impls,
             args.repeats,
-            lambda impl: run_child(__file__, {"impl": impl, **params}, env),
+            env,
+            size=size,
+            steps=steps,
+            eval_steps=eval_steps,
         )
         med = medians(samples, ("train", "eval", "rss_mb", "import_rss_mb"))
         ref = med.get("torch")
