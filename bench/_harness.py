@@ -45,6 +45,40 @@ PTB_TRAIN_TOKENS = 929589
 # -- options -----------------------------------------------------------------
 
 
+def paired_parser(
+    doc,
+    filename,
+    impls,
+    repeats,
+    threads=0,
+    repeats_help="interleaved repeats of each measurement",
+):
+    """The options of a paired bench: ``--impls`` (default ``impls``),
+    ``--repeats``, ``--threads``, ``--out`` / ``--no-record`` and the hidden
+    ``--child``; the script adds its own and calls :func:`parse`."""
+    parser = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--impls", nargs="+", default=list(impls))
+    parser.add_argument(
+        "--repeats", type=int, default=repeats, help=repeats_help
+    )
+    add_threads_argument(parser, threads)
+    add_output_arguments(parser, filename)
+    add_child_argument(parser)
+    return parser
+
+
+def parse(parser, measure, argv=None):
+    """``parser.parse_args(argv)``; in a child process (``--child``) runs
+    :func:`child_main` with ``measure`` and exits instead."""
+    args = parser.parse_args(argv)
+    if args.child:
+        child_main(args, measure)
+        sys.exit(0)
+    return args
+
+
 def add_output_arguments(parser, filename):
     """``--out`` (default ``bench/results/FILENAME``) and ``--no-record``
     (alias ``--no-write``: print only)."""
@@ -207,6 +241,12 @@ def run_children(script, impls, repeats, env=None, report=None, **params):
     return interleave(impls, repeats, measure, report)
 
 
+def vs(m, ref, label, fields=("train", "eval")):
+    """``"  (1.20x / 0.82x LABEL)"``: ``m``'s fields over ``ref``'s."""
+    ratios = " / ".join(f"{m[f] / ref[f]:.2f}x" for f in fields)
+    return f"  ({ratios} {label})"
+
+
 def medians(samples, fields):
     """``{key: {field: median over the key's results}}``."""
     return {
@@ -295,9 +335,19 @@ def keras_rates(model, train, test, batch, warm=2, train_passes=1):
     return train_rate, median_rate(lambda: infer(*test), tokens(test))
 
 
-def random_ids(rng, vocab, sequences, bptt):
-    """Random int32 token ids of shape ``(sequences, bptt)``."""
-    return rng.integers(0, vocab, (sequences, bptt)).astype("int32")
+def keras_lm_rates(model, vocab, batch, bptt, steps, eval_steps, **kwargs):
+    """:func:`keras_rates` of a language model on random token ids:
+    ``steps`` training and ``eval_steps`` evaluation batches of windows of
+    ``bptt``; ``kwargs`` go to :func:`keras_rates`."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+
+    def data(n):
+        shape = (batch * n, bptt)
+        return tuple(rng.integers(0, vocab, shape, "int32") for _ in "xy")
+
+    return keras_rates(model, data(steps), data(eval_steps), batch, **kwargs)
 
 
 def torch_rates(

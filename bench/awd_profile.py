@@ -35,22 +35,12 @@ reported. Records (kind ``latency``) are appended to
     python bench/awd_profile.py --preset cpu --repeats 1 --no-record
 """
 
-import argparse
 import os
 
-from _harness import ROOT
-from _harness import add_child_argument
-from _harness import add_output_arguments
-from _harness import add_threads_argument
-from _harness import child_main
-from _harness import median_ms
-from _harness import record
-from _harness import record_fields
-from _harness import run_child
-from _harness import set_torch_threads
-from _harness import thread_env
-from _harness import write_records
+import _harness as harness
 from awd_throughput import RECIPES
+
+IMPLS = ("keras", "torch")
 
 
 def _config(name, preset):
@@ -58,7 +48,7 @@ def _config(name, preset):
     from keras_rnnlm.recipe import load_recipe
 
     return config_from_preset(
-        load_recipe(os.path.join(ROOT, RECIPES[name])).PRESETS, preset
+        load_recipe(os.path.join(harness.ROOT, RECIPES[name])).PRESETS, preset
     )
 
 
@@ -222,8 +212,8 @@ def profile_keras(name, preset, repeats):
         model.optimizer.apply(grads, variables)
 
     parts["optimizer"] = opt_step
-    out = {key: median_ms(fn, repeats) for key, fn in parts.items()}
-    out["step"] = median_ms(
+    out = {key: harness.median_ms(fn, repeats) for key, fn in parts.items()}
+    out["step"] = harness.median_ms(
         lambda: model.train_on_batch(tokens, targets), repeats
     )
     return out
@@ -234,7 +224,7 @@ def profile_torch(name, preset, repeats):
     import torch.nn.functional as F
     from awd_throughput import _torch_model
 
-    set_torch_threads(torch)
+    harness.set_torch_threads(torch)
     config = _config(name, preset)
     md, d, tr = config.to_dict()["model"], config.data, config.train
     vocab, batch, bptt = 10000, d.batch_size, d.bptt
@@ -356,9 +346,9 @@ def profile_torch(name, preset, repeats):
 
     out = {}
     for key, fn in parts.items():
-        out[key] = median_ms(fn, repeats)
+        out[key] = harness.median_ms(fn, repeats)
         model.zero_grad(set_to_none=True)
-    out["step"] = median_ms(step, repeats)
+    out["step"] = harness.median_ms(step, repeats)
     return out
 
 
@@ -368,8 +358,13 @@ def measure(impl, name, preset, repeats):
 
 
 def main():
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    p = harness.paired_parser(
+        __doc__,
+        "awd_profile.jsonl",
+        IMPLS,
+        3,
+        threads=1,
+        repeats_help="timed calls of each part (after one untimed call)",
     )
     p.add_argument(
         "--models",
@@ -378,29 +373,23 @@ def main():
         choices=["awd_lstm", "awd_lstm_mos", "mmlstm"],
     )
     p.add_argument("--preset", default="paper", choices=["paper", "cpu"])
-    p.add_argument("--repeats", type=int, default=3)
-    add_threads_argument(p)
-    add_output_arguments(p, "awd_profile.jsonl")
-    add_child_argument(p)
-    args = p.parse_args()
-    if args.child:
-        return child_main(args, measure)
+    args = harness.parse(p, measure)
 
-    fields = record_fields(
+    fields = harness.record_fields(
         "awd_profile.py", threads=args.threads, repeats=args.repeats
     )
-    env = thread_env(args.threads)
+    env = harness.thread_env(args.threads)
     records = []
     for name in args.models:
         res, loads = {}, {}
-        for impl in ("keras", "torch"):
+        for impl in args.impls:
             params = {"name": name, "preset": args.preset}
-            out = run_child(
+            out = harness.run_child(
                 __file__, dict(params, impl=impl, repeats=args.repeats), env
             )
             res[impl], loads[impl] = out["ms"], out["load_average"]
-        keys = list(res["keras"])
-        keys += [k for k in res["torch"] if k not in keys]
+        keys = list(res.get("keras", {}))
+        keys += [k for k in res.get("torch", {}) if k not in keys]
         print(
             f"\n{name} ({args.preset}), ms per call (median of "
             f"{args.repeats}), load {loads}"
@@ -408,7 +397,7 @@ def main():
         print(f"{'part':18s} {'keras':>10s} {'torch':>10s} {'k/t':>6s}")
         nan = float("nan")
         for k in keys:
-            kv, tv = res["keras"].get(k), res["torch"].get(k)
+            kv, tv = (res.get(i, {}).get(k) for i in IMPLS)
             print(
                 f"{k:18s} {kv or nan:10.1f} {tv or nan:10.1f} "
                 f"{kv / tv if kv and tv else nan:6.2f}"
@@ -416,7 +405,7 @@ def main():
             for impl, v in (("keras", kv), ("torch", tv)):
                 if v is not None:
                     records.append(
-                        record(
+                        harness.record(
                             "latency",
                             f"{name}_ptb_{args.preset}_step_part_{k}",
                             impl,
@@ -427,7 +416,7 @@ def main():
                             load_average=round(loads[impl], 2),
                         )
                     )
-    write_records(args, records, fields)
+    harness.write_records(args, records, fields)
 
 
 if __name__ == "__main__":

@@ -17,15 +17,9 @@ import json
 import os
 import time
 
+import _harness as harness
 import keras
 import numpy as np
-from _harness import PTB_TRAIN_TOKENS
-from _harness import add_output_arguments
-from _harness import add_threads_argument
-from _harness import record
-from _harness import record_fields
-from _harness import set_threads
-from _harness import write_records
 
 
 def main(argv=None):
@@ -36,12 +30,12 @@ def main(argv=None):
     ap.add_argument(
         "--warmup", type=int, default=2, help="untimed steps first (>= 1)"
     )
-    add_threads_argument(ap, default=0)
-    add_output_arguments(ap, "awd_speed.jsonl")
+    harness.add_threads_argument(ap, default=0)
+    harness.add_output_arguments(ap, "awd_speed.jsonl")
     args = ap.parse_args(argv)
     if args.warmup < 1:
         ap.error("--warmup must be >= 1")
-    set_threads(args.threads)
+    harness.set_threads(args.threads)
 
     from keras_rnnlm.data.streams import LMSequence
     from keras_rnnlm.models import build_language_model
@@ -70,7 +64,7 @@ def main(argv=None):
     step_s = float(np.median(np.diff(times[args.warmup - 1 :])))
     tok_s = d.batch_size * d.bptt / step_s
     stem = os.path.splitext(os.path.basename(args.recipe))[0]
-    rec = record(
+    rec = harness.record(
         "throughput",
         f"{stem}_{args.preset}_train_awd_speed",
         "keras",
@@ -82,12 +76,14 @@ def main(argv=None):
         steps=args.steps,
         warmup=args.warmup,
         median_step_s=round(step_s, 3),
-        est_s_per_ptb_epoch=round(PTB_TRAIN_TOKENS / tok_s),
+        est_s_per_ptb_epoch=round(harness.PTB_TRAIN_TOKENS / tok_s),
         backend=keras.backend.backend(),
     )
     print(json.dumps(rec))
-    fields = record_fields("awd_speed.py", argv, threads=args.threads or None)
-    write_records(args, [rec], fields)
+    fields = harness.record_fields(
+        "awd_speed.py", argv, threads=args.threads or None
+    )
+    harness.write_records(args, [rec], fields)
 
 
 if __name__ == "__main__":

@@ -63,7 +63,6 @@ warm-up steps, 3 timed, evaluation windows 3 at batch 10 and 6 at batch 1,
 2 interleaved repeats, 1 thread each) run for tens of minutes there.
 """
 
-import argparse
 import json
 import math
 import os
@@ -72,20 +71,7 @@ import statistics
 import tempfile
 import time
 
-from _harness import ROOT
-from _harness import add_child_argument
-from _harness import add_output_arguments
-from _harness import add_threads_argument
-from _harness import child_main
-from _harness import interleave
-from _harness import machine
-from _harness import medians
-from _harness import record
-from _harness import record_fields
-from _harness import run_child
-from _harness import set_torch_threads
-from _harness import thread_env
-from _harness import write_records
+import _harness as harness
 
 RECIPES = {
     "awd_lstm": "recipes/awd_lstm_ptb.py",
@@ -119,7 +105,7 @@ def prepare(workdir, preset, max_windows, eval_windows):
     configs = {}
     for name, path in RECIPES.items():
         cfg = config_from_preset(
-            load_recipe(os.path.join(ROOT, path)).PRESETS, preset
+            load_recipe(os.path.join(harness.ROOT, path)).PRESETS, preset
         )
         configs[name] = cfg.to_dict()
     corpus = load_run_corpus(cfg)
@@ -192,8 +178,8 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
     from keras_rnnlm.data.streams import LMSequence
     from keras_rnnlm.evaluation import Evaluator
     from keras_rnnlm.models import build_language_model
-    from keras_rnnlm.models.builder import copy_weights
-    from keras_rnnlm.models.builder import reset_states
+    from keras_rnnlm.models.state import reset_states
+    from keras_rnnlm.models.weights import copy_weights
     from keras_rnnlm.recipe import config_from_preset
     from keras_rnnlm.recipe import load_recipe
     from keras_rnnlm.training import compile_model
@@ -201,7 +187,7 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
     cfg_dict, train_ids, valid_ids, vocab = _load(workdir, name)
     preset = cfg_dict.pop("preset")
     config = config_from_preset(
-        load_recipe(os.path.join(ROOT, RECIPES[name])).PRESETS, preset
+        load_recipe(os.path.join(harness.ROOT, RECIPES[name])).PRESETS, preset
     )
     assert config.to_dict() == RunConfig.from_dict(cfg_dict).to_dict()
     d = config.data
@@ -436,7 +422,7 @@ def measure_torch(name, workdir, steps, warmup, eval_windows, device):
     import torch
     import torch.nn.functional as F
 
-    set_torch_threads(torch)
+    harness.set_torch_threads(torch)
     cuda = torch.cuda.is_available() and device == "gpu"
     dev = torch.device("cuda" if cuda else "cpu")
 
@@ -615,10 +601,10 @@ def measure(impl, name, workdir, steps, warmup, eval_windows, device):
 
 def _child_env(args):
     if args.device == "cpu":
-        return thread_env(args.threads)
+        return harness.thread_env(args.threads)
     # TensorFlow is not needed on the GPU machine; JAX allocates as it goes
     # (so its peak is the model's, like torch's).
-    return thread_env(
+    return harness.thread_env(
         args.threads,
         KERAS_BACKEND="jax",
         XLA_PYTHON_CLIENT_PREALLOCATE="false",
@@ -627,7 +613,7 @@ def _child_env(args):
 
 def _describe_device(device):
     if device == "cpu":
-        return machine(), "torch 2.13 CPU"
+        return harness.machine(), "torch 2.13 CPU"
     import torch
 
     if not torch.cuda.is_available():
@@ -640,11 +626,10 @@ def _describe_device(device):
 
 
 def main():
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    p = harness.paired_parser(
+        __doc__, "awd.jsonl", ["keras", "torch"], 2, threads=1
     )
     p.add_argument("--models", nargs="+", default=list(RECIPES))
-    p.add_argument("--impls", nargs="+", default=["keras", "torch"])
     p.add_argument("--preset", default="paper", choices=["paper", "cpu"])
     p.add_argument("--steps", type=int, default=3, help="timed training steps")
     p.add_argument(
@@ -653,7 +638,6 @@ def main():
         default=2,
         help="untimed training steps first (>= 1: tracing/compilation)",
     )
-    p.add_argument("--repeats", type=int, default=2)
     p.add_argument(
         "--eval-windows",
         nargs=2,
@@ -663,7 +647,6 @@ def main():
         help="timed evaluation windows at batch 10 and at batch 1 (after "
         "one untimed window each, in the same stateful pass)",
     )
-    add_threads_argument(p)
     p.add_argument(
         "--no-check",
         dest="check",
@@ -671,22 +654,18 @@ def main():
         help="skip the equivalence check (Keras weights copied into the "
         "torch model, inference log-probabilities compared)",
     )
-    add_output_arguments(p, "awd.jsonl")
     p.add_argument(
         "--device",
         choices=["cpu", "gpu"],
         default="cpu",
         help="gpu: Keras on JAX on the GPU vs torch on CUDA (see above)",
     )
-    add_child_argument(p)
-    args = p.parse_args()
+    args = harness.parse(p, measure)
     if args.warmup < 1:
         p.error("--warmup must be >= 1")
     for name in args.models:
         if name not in RECIPES:
             p.error(f"unknown model {name!r}; choose from {list(RECIPES)}")
-    if args.child:
-        return child_main(args, measure)
 
     start = time.perf_counter()
     device, torch_name = _describe_device(args.device)
@@ -700,13 +679,15 @@ def main():
         "device": args.device,
     }
     try:
-        run_child(__file__, dict(params, impl="prepare", name=args.preset), env)
+        harness.run_child(
+            __file__, dict(params, impl="prepare", name=args.preset), env
+        )
         with open(os.path.join(workdir, "configs.json")) as f:
             configs = json.load(f)["configs"]
         diffs = {}
         if args.check:
             for name in args.models:
-                diffs[name] = run_child(
+                diffs[name] = harness.run_child(
                     __file__, dict(params, impl="check", name=name), env
                 )["max_abs_diff"]
                 print(
@@ -717,7 +698,9 @@ def main():
 
         def measure_one(key):
             name, impl = key
-            return run_child(__file__, dict(params, name=name, impl=impl), env)
+            return harness.run_child(
+                __file__, dict(params, name=name, impl=impl), env
+            )
 
         def report(rep, key, r):
             print(
@@ -731,15 +714,15 @@ def main():
             )
 
         keys = [(n, i) for n in args.models for i in args.impls]
-        samples = interleave(keys, args.repeats, measure_one, report)
+        samples = harness.interleave(keys, args.repeats, measure_one, report)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
     mem = "gpu_peak_mb" if args.device == "gpu" else "rss_mb"
-    fields = record_fields(
+    fields = harness.record_fields(
         "awd_throughput.py", device=device, threads=args.threads or None
     )
-    med = medians(
+    med = harness.medians(
         samples,
         ("train", "eval_b10", "eval_b1", mem, "params", "load_average"),
     )
@@ -792,7 +775,7 @@ def main():
                         "first window untimed"
                     )
                 records.append(
-                    record(
+                    harness.record(
                         "throughput",
                         f"{base}_{phase}",
                         impl,
@@ -806,7 +789,7 @@ def main():
                     )
                 )
             records.append(
-                record(
+                harness.record(
                     "memory",
                     f"{base}_peak_{mem.split('_')[0]}",
                     impl,
@@ -828,7 +811,7 @@ def main():
             expected = 4 * sum(lstm_sizes)
             check = "ok" if tp - kp == expected else "MISMATCH"
             records.append(
-                record(
+                harness.record(
                     "params",
                     f"{base}_params",
                     "keras",
@@ -857,7 +840,7 @@ def main():
             pairs = zip(samples["mmlstm", impl], samples["awd_lstm_mos", impl])
             load = statistics.median([mm["load_average"], mos["load_average"]])
             records.append(
-                record(
+                harness.record(
                     "throughput",
                     f"mmlstm_vs_awd_lstm_mos_ptb_{args.preset}"
                     + ("_gpu" if args.device == "gpu" else "")
@@ -883,7 +866,7 @@ def main():
                 f"{rec['name']:42s} {rec['model']:6s} {rec['value']:8.1f} "
                 f"tok/s  ref {rec['reference']}  ratio {rec['ratio']}"
             )
-    write_records(args, records, fields)
+    harness.write_records(args, records, fields)
     print(f"total {time.perf_counter() - start:.0f} s")
 
 

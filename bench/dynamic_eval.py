@@ -30,19 +30,13 @@ import sys
 import time
 import types
 
+import _harness as harness
 import numpy as np
-from _harness import RESULTS
-from _harness import add_output_arguments
-from _harness import add_threads_argument
-from _harness import record
-from _harness import record_fields
-from _harness import set_threads
-from _harness import write_records
 
 
 def keras_side(args, corpus, config):
     from keras_rnnlm.evaluation.dynamic import DynamicEvaluator
-    from keras_rnnlm.evaluation.evaluator import Evaluator
+    from keras_rnnlm.evaluator import Evaluator
 
     weights = os.path.join(args.run, "best.weights.h5")
     over = {}
@@ -170,19 +164,19 @@ def main(argv=None):
         default=None,
         help="training batches for the statistics (default: the preset's)",
     )
-    add_threads_argument(p)
+    harness.add_threads_argument(p)
     p.add_argument("--name", default=None, help="quality record name")
-    add_output_arguments(p, "dynamic_eval.jsonl")
+    harness.add_output_arguments(p, "dynamic_eval.jsonl")
     p.add_argument(
         "--quality-out",
-        default=os.path.join(RESULTS, "quality.jsonl"),
+        default=os.path.join(harness.RESULTS, "quality.jsonl"),
         help="where the quality record goes (default: %(default)s)",
     )
     args = p.parse_args(argv)
     import tensorflow as tf
     import torch
 
-    set_threads(args.threads, torch)
+    harness.set_threads(args.threads, torch)
 
     from keras_rnnlm.runs import load_run
     from keras_rnnlm.runs import load_run_corpus
@@ -192,7 +186,7 @@ def main(argv=None):
     ev, ids, stats, dyn, static = keras_side(args, corpus, config)
     ref = torch_side(ev, corpus, ids)
 
-    fields = record_fields(
+    fields = harness.record_fields(
         "dynamic_eval.py",
         argv,
         threads=args.threads,
@@ -215,7 +209,7 @@ def main(argv=None):
         ("dynamic_eval_stream", dyn["tokens_per_s"], ref["tokens_per_s"]),
     ]
     throughput = [
-        record(
+        harness.record(
             "throughput",
             name,
             "keras_rnnlm",
@@ -226,11 +220,11 @@ def main(argv=None):
         )
         for name, value, torch_value in rows
     ]
-    write_records(args, throughput, fields)
+    harness.write_records(args, throughput, fields)
     name = args.name or (
         f"{os.path.basename(os.path.normpath(args.run))}_dynamic_{args.split}"
     )
-    quality = record(
+    quality = harness.record(
         "quality",
         name,
         config.name,
@@ -241,7 +235,7 @@ def main(argv=None):
         digits=4,
         ratio_digits=4,
     )
-    write_records(args, [quality], fields, path=args.quality_out)
+    harness.write_records(args, [quality], fields, path=args.quality_out)
     return 0
 
 

@@ -27,24 +27,7 @@ the median is reported. Results are printed and appended to
         --eval-tokens 1400 --impls fused torch --no-record   # a quick check
 """
 
-import argparse
-
-from _harness import add_child_argument
-from _harness import add_eval_tokens_argument
-from _harness import add_output_arguments
-from _harness import add_threads_argument
-from _harness import child_main
-from _harness import eval_steps as count_eval_steps
-from _harness import keras_rates
-from _harness import medians
-from _harness import random_ids
-from _harness import record
-from _harness import record_fields
-from _harness import run_children
-from _harness import set_torch_threads
-from _harness import thread_env
-from _harness import torch_rates
-from _harness import write_records
+import _harness as harness
 
 VOCAB, BATCH, BPTT = 10000, 20, 35
 SIZES = {"small": (200, 0.4), "medium": (650, 0.5), "large": (1500, 0.65)}
@@ -52,7 +35,6 @@ FUSED = {"fused": True, "autodiff": "autodiff", "naive": False}
 
 
 def measure_keras(impl, size, cells, strategy, steps, eval_steps):
-    import numpy as np
 
     from keras_rnnlm.config import ModelConfig
     from keras_rnnlm.config import TrainConfig
@@ -81,12 +63,7 @@ def measure_keras(impl, size, cells, strategy, steps, eval_steps):
     compile_model(
         model, TrainConfig(optimizer="sgd", learning_rate=1.0, clipnorm=0.15)
     )
-    rng = np.random.default_rng(0)
-
-    def data(n):
-        return tuple(random_ids(rng, VOCAB, BATCH * n, BPTT) for _ in "xy")
-
-    rates = keras_rates(model, data(steps), data(eval_steps), BATCH)
+    rates = harness.keras_lm_rates(model, VOCAB, BATCH, BPTT, steps, eval_steps)
     return (*rates, model.count_params())
 
 
@@ -117,7 +94,7 @@ def measure_layer(impl, units, cells, strategy, steps):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(BATCH * steps, BPTT, units)).astype("float32")
     y = np.zeros((BATCH * steps, BPTT, units), "float32")
-    rates = keras_rates(model, (x, y), (x,), BATCH)
+    rates = harness.keras_rates(model, (x, y), (x,), BATCH)
     return (*rates, model.count_params())
 
 
@@ -125,7 +102,7 @@ def measure_torch(size, cells, strategy, steps, eval_steps):
     import torch
     from torch import nn
 
-    set_torch_threads(torch)
+    harness.set_torch_threads(torch)
     if strategy not in ("max", "mean"):
         raise ValueError("the torch reference implements max and mean")
     torch.manual_seed(0)
@@ -172,7 +149,7 @@ def measure_torch(size, cells, strategy, steps, eval_steps):
             new.append(s)
         return dec(out), new
 
-    rates = torch_rates(
+    rates = harness.torch_rates(
         forward,
         lambda: [(torch.zeros(BATCH, H), torch.zeros(BATCH, m, H))] * 2,
         params,
@@ -199,46 +176,36 @@ def measure(impl, size, cells, strategy, steps, eval_steps, scope):
 
 
 def main():
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
+    impls = ["fused", "naive", "lstm", "torch"]
+    p = harness.paired_parser(__doc__, "multicell.jsonl", impls, repeats=2)
     p.add_argument("--sizes", nargs="+", default=["small", "medium"])
     p.add_argument("--cells", type=int, default=10)
     p.add_argument("--strategy", default="max")
-    p.add_argument(
-        "--impls", nargs="+", default=["fused", "naive", "lstm", "torch"]
-    )
-    p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--steps", type=int, default=20)
-    add_eval_tokens_argument(p)  # model scope only
-    add_threads_argument(p, default=0)
+    harness.add_eval_tokens_argument(p)  # model scope only
     p.add_argument(
         "--scope",
         choices=("model", "layer"),
         default="model",
         help="the whole language model, or one recurrent layer alone",
     )
-    add_output_arguments(p, "multicell.jsonl")
-    add_child_argument(p)
-    args = p.parse_args()
-    if args.child:
-        return child_main(args, measure)
+    args = harness.parse(p, measure)
 
-    fields = record_fields("multicell.py", threads=args.threads or None)
+    fields = harness.record_fields("multicell.py", threads=args.threads or None)
     layer_only = args.scope == "layer"
     impls = [i for i in args.impls if not (i == "torch" and layer_only)]
     eval_steps = (
         args.steps
         if layer_only
-        else count_eval_steps(args.eval_tokens, BATCH, BPTT)
+        else harness.eval_steps(args.eval_tokens, BATCH, BPTT)
     )
     records = []
     for size in args.sizes:
-        samples = run_children(
+        samples = harness.run_children(
             __file__,
             impls,
             args.repeats,
-            thread_env(args.threads),
+            harness.thread_env(args.threads),
             size=size,
             cells=args.cells,
             strategy=args.strategy,
@@ -246,11 +213,11 @@ def main():
             eval_steps=eval_steps,
             scope=args.scope,
         )
-        med = medians(samples, ("train", "eval", "params"))
+        med = harness.medians(samples, ("train", "eval", "params"))
         for impl, m in med.items():
             for phase in ("train", "eval"):
                 ref = med.get("torch")
-                rec = record(
+                rec = harness.record(
                     "throughput",
                     f"multicell_{args.scope}_{size}_"
                     f"m{args.cells}_{args.strategy}_{phase}",
@@ -273,12 +240,9 @@ def main():
             )
             for other in ("torch", "lstm", "naive"):
                 if other in med and other != impl:
-                    line += (
-                        f"  ({m['train'] / med[other]['train']:.2f}x / "
-                        f"{m['eval'] / med[other]['eval']:.2f}x {other})"
-                    )
+                    line += harness.vs(m, med[other], other)
             print(line, flush=True)
-    write_records(args, records, fields)
+    harness.write_records(args, records, fields)
 
 
 if __name__ == "__main__":

@@ -31,23 +31,7 @@ them is reported. Results are printed and appended to
         --impls fused torch --no-record   # a quick check
 """
 
-import argparse
-
-from _harness import EVAL_PASSES
-from _harness import add_child_argument
-from _harness import add_output_arguments
-from _harness import add_threads_argument
-from _harness import child_main
-from _harness import keras_rates
-from _harness import medians
-from _harness import random_ids
-from _harness import record
-from _harness import record_fields
-from _harness import run_children
-from _harness import set_torch_threads
-from _harness import thread_env
-from _harness import torch_rates
-from _harness import write_records
+import _harness as harness
 
 VOCAB, BATCH, BPTT = 50, 32, 100
 
@@ -59,7 +43,6 @@ def _units(cell):
 
 
 def measure_keras(impl, cell, steps):
-    import numpy as np
 
     from keras_rnnlm.config import ModelConfig
     from keras_rnnlm.config import TrainConfig
@@ -81,9 +64,15 @@ def measure_keras(impl, cell, steps):
     compile_model(
         model, TrainConfig(optimizer="adam", learning_rate=1e-3, clipnorm=5.0)
     )
-    rng = np.random.default_rng(0)
-    data = tuple(random_ids(rng, VOCAB, BATCH * steps, BPTT) for _ in "xy")
-    rates = keras_rates(model, data, data, BATCH, train_passes=EVAL_PASSES)
+    rates = harness.keras_lm_rates(
+        model,
+        VOCAB,
+        BATCH,
+        BPTT,
+        steps,
+        steps,
+        train_passes=harness.EVAL_PASSES,
+    )
     return (*rates, model.count_params())
 
 
@@ -180,7 +169,7 @@ def measure_torch(cell, steps, jit=False):
     import torch
     from torch import nn
 
-    set_torch_threads(torch)
+    harness.set_torch_threads(torch)
     torch.manual_seed(0)
     units = _units(cell)
     w, step, n_states = _torch_cell(cell, units, VOCAB)
@@ -198,7 +187,7 @@ def measure_torch(cell, steps, jit=False):
             outs.append(h)
         return dec(torch.stack(outs)), states
 
-    rates = torch_rates(
+    rates = harness.torch_rates(
         forward,
         lambda: tuple(torch.zeros(BATCH, units) for _ in range(n_states)),
         params,
@@ -209,7 +198,7 @@ def measure_torch(cell, steps, jit=False):
         BPTT,
         steps,
         steps,
-        train_passes=EVAL_PASSES,
+        train_passes=harness.EVAL_PASSES,
     )
     return (*rates, sum(p.numel() for p in params))
 
@@ -223,38 +212,25 @@ def measure(impl, cell, steps):
 
 
 def main():
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    p.add_argument(
-        "--cells",
-        nargs="+",
-        default=["mlstm", "tmlstm", "mgru", "tmgru", "mrnn"],
-    )
-    p.add_argument(
-        "--impls",
-        nargs="+",
-        default=["fused", "naive", "lstm", "torch", "torch_jit"],
-    )
-    p.add_argument("--repeats", type=int, default=3)
+    impls = ["fused", "naive", "lstm", "torch", "torch_jit"]
+    p = harness.paired_parser(__doc__, "multiplicative.jsonl", impls, repeats=3)
+    cells = ["mlstm", "tmlstm", "mgru", "tmgru", "mrnn"]
+    p.add_argument("--cells", nargs="+", default=cells)
     p.add_argument("--steps", type=int, default=10)
-    add_threads_argument(p, default=0)
-    add_output_arguments(p, "multiplicative.jsonl")
-    add_child_argument(p)
-    args = p.parse_args()
-    if args.child:
-        return child_main(args, measure)
+    args = harness.parse(p, measure)
 
-    env = thread_env(args.threads)
-    fields = record_fields("multiplicative.py", threads=args.threads or None)
+    env = harness.thread_env(args.threads)
+    fields = harness.record_fields(
+        "multiplicative.py", threads=args.threads or None
+    )
     records = []
     lstm_cache = None
     for cell in args.cells:
         impls = [i for i in args.impls if not (i == "lstm" and lstm_cache)]
-        samples = run_children(
+        samples = harness.run_children(
             __file__, impls, args.repeats, env, cell=cell, steps=args.steps
         )
-        med = medians(samples, ("train", "eval", "params"))
+        med = harness.medians(samples, ("train", "eval", "params"))
         if "lstm" in med:
             lstm_cache = med["lstm"]
         elif lstm_cache:
@@ -277,7 +253,7 @@ def main():
                 torch_ref = refs.get("torch")
                 jit = " (TorchScript)" if best.get(phase) == "torch_jit" else ""
                 records.append(
-                    record(
+                    harness.record(
                         "throughput",
                         f"charlm_{cell}_paper_{phase}",
                         impl if impl != "lstm" else "lstm_240",
@@ -296,18 +272,14 @@ def main():
                 f"{m['train']:7.0f} char/s  eval {m['eval']:7.0f} char/s"
             )
             if best and not impl.startswith("torch"):
-                ref_t, ref_e = (med[best[ph]][ph] for ph in ("train", "eval"))
-                line += (
-                    f"  ({m['train'] / ref_t:.2f}x / {m['eval'] / ref_e:.2f}x "
-                    f"torch best: {best['train']} / {best['eval']})"
+                ref = {ph: med[best[ph]][ph] for ph in ("train", "eval")}
+                line += harness.vs(
+                    m, ref, f"torch best: {best['train']} / {best['eval']}"
                 )
             if "lstm" in med and impl != "lstm":
-                line += (
-                    f"  ({m['train'] / med['lstm']['train']:.2f}x / "
-                    f"{m['eval'] / med['lstm']['eval']:.2f}x lstm)"
-                )
+                line += harness.vs(m, med["lstm"], "lstm")
             print(line, flush=True)
-    write_records(args, records, fields)
+    harness.write_records(args, records, fields)
 
 
 if __name__ == "__main__":

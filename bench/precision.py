@@ -17,12 +17,7 @@ import os
 import sys
 import time
 
-from _harness import add_output_arguments
-from _harness import add_threads_argument
-from _harness import record
-from _harness import record_fields
-from _harness import set_threads
-from _harness import write_records
+import _harness as harness
 
 POLICIES = ("float32", "mixed_bfloat16")
 
@@ -31,10 +26,10 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--run", required=True)
     p.add_argument("--splits", nargs="+", default=["valid", "test"])
-    add_threads_argument(p)
-    add_output_arguments(p, "precision.jsonl")
+    harness.add_threads_argument(p)
+    harness.add_output_arguments(p, "precision.jsonl")
     args = p.parse_args(argv)
-    set_threads(args.threads)
+    harness.set_threads(args.threads)
     import keras
     import tensorflow as tf
 
@@ -75,7 +70,7 @@ def main(argv=None):
         ref = results["float32", split]
         bf = results["mixed_bfloat16", split]
         records += [
-            record(
+            harness.record(
                 "quality",
                 f"{config.name}_{split}_mixed_bfloat16",
                 config.name,
@@ -86,7 +81,7 @@ def main(argv=None):
                 digits=4,
                 ratio_digits=4,
             ),
-            record(
+            harness.record(
                 "throughput",
                 f"{config.name}_{split}_eval_mixed_bfloat16",
                 config.name,
@@ -97,7 +92,7 @@ def main(argv=None):
                 batch_size=batch[split],
             ),
         ]
-    fields = record_fields(
+    fields = harness.record_fields(
         "precision.py",
         argv,
         threads=args.threads,
@@ -105,7 +100,7 @@ def main(argv=None):
         trained_dtype_policy=config.train.dtype_policy,
         tensorflow=tf.__version__,
     )
-    write_records(args, records, fields)
+    harness.write_records(args, records, fields)
     return 0
 
 

@@ -20,11 +20,7 @@ import math
 import os
 import shutil
 
-from _harness import HERE
-from _harness import add_output_arguments
-from _harness import machine
-from _harness import record
-from _harness import write_records
+import _harness as harness
 
 
 def main(argv=None):
@@ -39,15 +35,14 @@ def main(argv=None):
     p.add_argument("--note", default=None)
     p.add_argument(
         "--device",
-        default=machine(),
+        default=harness.machine(),
         help="where the run trained (default: this machine)",
     )
-    add_output_arguments(p, "quality.jsonl")
+    harness.add_output_arguments(p, "quality.jsonl")
     p.add_argument(
         "--logs",
-        default=os.path.join(HERE, "logs"),
-        help="the run's files are copied to LOGS/NAME/ (default: "
-        "%(default)s)",
+        default=os.path.join(harness.HERE, "logs"),
+        help="the run's files are copied to LOGS/NAME/ (default: %(default)s)",
     )
     args = p.parse_args(argv)
 
@@ -70,7 +65,7 @@ def main(argv=None):
         value = r["nll"] / math.log(2) if char else r["ppl"]
         ref = getattr(args, f"paper_{split}")
         records.append(
-            record(
+            harness.record(
                 "quality",
                 f"{args.name}_{split}",
                 model,
@@ -95,7 +90,7 @@ def main(argv=None):
         )
     for rec in records:
         print(json.dumps(rec))
-    write_records(args, records)
+    harness.write_records(args, records)
     if args.no_record:
         return
     logs = os.path.join(args.logs, args.name)
@@ -104,6 +99,7 @@ def main(argv=None):
         src = os.path.join(args.run_dir, name)
         if os.path.exists(src):
             shutil.copy(src, os.path.join(logs, name))
+
 
 if __name__ == "__main__":
     main()

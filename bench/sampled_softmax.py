@@ -34,15 +34,8 @@ import statistics
 import tempfile
 import time
 
+import _harness as harness
 import keras
-from _harness import add_output_arguments
-from _harness import add_threads_argument
-from _harness import interleave
-from _harness import median_rate
-from _harness import record
-from _harness import record_fields
-from _harness import set_threads
-from _harness import write_records
 
 WT103_VOCAB = 267735
 
@@ -65,7 +58,7 @@ def speed(args):
 
     from keras_rnnlm.config import RunConfig
     from keras_rnnlm.models import build_language_model
-    from keras_rnnlm.models.builder import set_sampler_counts
+    from keras_rnnlm.models.samplers import set_sampler_counts
     from keras_rnnlm.presets.major_minor_lstm import wt103_preset
     from keras_rnnlm.training import compile_model
 
@@ -103,9 +96,9 @@ def speed(args):
         def fit():
             model.fit(*data, batch_size=batch, verbose=0, shuffle=False)
 
-        return median_rate(fit, x.size, passes=1)
+        return harness.median_rate(fit, x.size, passes=1)
 
-    rates = interleave(models, args.repeats, one_fit)
+    rates = harness.interleave(models, args.repeats, one_fit)
     full, sampled = (statistics.median(rates[k]) for k in ("full", "sampled"))
     params = int(
         sum(np.prod(w.shape) for w in models["full"][0].trainable_weights)
@@ -118,7 +111,7 @@ def speed(args):
         f"{sampled / full:.2f}x"
     )
     return [
-        record(
+        harness.record(
             "throughput",
             f"sampled_softmax_{args.model}_wt103_train",
             f"sampled S={args.sampled}",
@@ -201,7 +194,7 @@ def quality(args):
         )
     (full, t_full), (sampled, t_sampled) = results["full"], results["sampled"]
     return [
-        record(
+        harness.record(
             "quality",
             "sampled_softmax_wikitext2_small_valid",
             f"tied LSTM 200, sampled S={args.quality_sampled}",
@@ -236,17 +229,19 @@ def main(argv=None):
         "for an equal-steps and a ~equal-time comparison",
     )
     parser.add_argument("--train-tokens", type=int, default=500_000)
-    add_threads_argument(parser)
-    add_output_arguments(parser, "sampled_softmax.jsonl")
+    harness.add_threads_argument(parser)
+    harness.add_output_arguments(parser, "sampled_softmax.jsonl")
     args = parser.parse_args(argv)
     if args.part == "quality" and args.train_tokens < 245569:
         parser.error(
             "--train-tokens must keep WT2's valid/test whole (>= 245,569)"
         )
-    set_threads(args.threads)
+    harness.set_threads(args.threads)
     records = speed(args) if args.part == "speed" else quality(args)
-    fields = record_fields("sampled_softmax.py", argv, threads=args.threads)
-    write_records(args, records, fields)
+    fields = harness.record_fields(
+        "sampled_softmax.py", argv, threads=args.threads
+    )
+    harness.write_records(args, records, fields)
 
 
 if __name__ == "__main__":

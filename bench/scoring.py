@@ -28,13 +28,8 @@ import sys
 import tempfile
 import time
 
+import _harness as harness
 import numpy as np
-from _harness import add_output_arguments
-from _harness import add_threads_argument
-from _harness import record
-from _harness import record_fields
-from _harness import set_threads
-from _harness import write_records
 
 SIZES = {"small": 200, "medium": 650}
 
@@ -148,7 +143,7 @@ def main(argv=None):
     p.add_argument("--sentences", type=int, default=512)
     p.add_argument("--latency-calls", type=int, default=100)
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32, 256])
-    add_threads_argument(p)
+    harness.add_threads_argument(p)
     p.add_argument(
         "--time-buckets",
         help="padded lengths, e.g. '64:8,128:16,256:32,:64' (default: the "
@@ -160,7 +155,7 @@ def main(argv=None):
         help="batch the sentences in corpus order (a server's batches: "
         "padded to their longest) instead of sorted by length",
     )
-    add_output_arguments(p, "scoring.jsonl")
+    harness.add_output_arguments(p, "scoring.jsonl")
     args = p.parse_args(argv)
     args.scorer_kwargs = (
         {"time_buckets": parse_buckets(args.time_buckets)}
@@ -171,7 +166,7 @@ def main(argv=None):
     import tensorflow_text  # noqa: F401
     import torch
 
-    set_threads(args.threads, torch)
+    harness.set_threads(args.threads, torch)
 
     from keras_rnnlm.export import export_saved_model
 
@@ -263,7 +258,7 @@ def main(argv=None):
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
-    fields = record_fields(
+    fields = harness.record_fields(
         "scoring.py",
         argv,
         threads=args.threads,
@@ -281,7 +276,7 @@ def main(argv=None):
         bs: v for k, n, bs, v in results if k == "throughput" and n == "torch"
     }
     records = [
-        record(
+        harness.record(
             "throughput",
             f"scoring_b{bs}",
             name,
@@ -301,7 +296,7 @@ def main(argv=None):
         }
         for kind, name, bs, value in results
     ]
-    write_records(args, records, fields)
+    harness.write_records(args, records, fields)
     return 0
 
 
