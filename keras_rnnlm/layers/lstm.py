@@ -12,13 +12,15 @@ import keras
 from keras import activations
 from keras import ops
 
+from keras_rnnlm.layers.fused_recurrence import FusedRecurrence
+from keras_rnnlm.layers.fused_recurrence import value_of
 from keras_rnnlm.layers.recurrence import lstm_recurrence
 from keras_rnnlm.layers.stateful import TrackedStateMixin
 from keras_rnnlm.layers.stateful import state_snapshot
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
-class LSTM(TrackedStateMixin, keras.layers.LSTM):
+class LSTM(FusedRecurrence, TrackedStateMixin, keras.layers.LSTM):
     """LSTM layer whose input projection is hoisted out of the time loop.
 
     Same arguments, weights and results as ``keras.layers.LSTM`` (weights can
@@ -34,8 +36,8 @@ class LSTM(TrackedStateMixin, keras.layers.LSTM):
     The fast path needs the standard activations (tanh / sigmoid), no
     ``dropout`` / ``recurrent_dropout`` (use the package's locked dropout and
     weight-dropped layers instead), no mask, ``go_backwards=False`` and
-    ``unroll=False``; otherwise the layer falls back to Keras's generic loop
-    and says nothing, since the result is identical.
+    ``unroll=False``; otherwise ``fused="auto"`` falls back to Keras's
+    generic loop (same results) and ``fused=True`` raises.
 
     Subclasses change the recurrent kernel used for a call by overriding
     :meth:`recurrent_kernel_for_call` (weight drop uses this), keeping the
@@ -43,9 +45,12 @@ class LSTM(TrackedStateMixin, keras.layers.LSTM):
 
     Args:
         units: Positive integer, dimensionality of the output space.
-        fused: ``True`` / ``"auto"`` (default) to use the fast path when the
-            configuration allows it, ``False`` to always use Keras's
-            generic per-step cell (for comparison and debugging).
+        fused: ``"auto"`` (default): the fast path when the configuration
+            allows it, else Keras's generic per-step cell; ``True``: the
+            fast path, a ``ValueError`` if the configuration does not allow
+            it; ``False``: always the generic cell (for comparison and
+            debugging). See
+            :class:`~keras_rnnlm.layers.fused_recurrence.FusedRecurrence`.
         **kwargs: Every argument of ``keras.layers.LSTM``.
 
     Example:
@@ -57,36 +62,26 @@ class LSTM(TrackedStateMixin, keras.layers.LSTM):
 
     def __init__(self, units, fused="auto", **kwargs):
         super().__init__(units, **kwargs)
-        if fused not in (True, False, "auto"):
-            raise ValueError(
-                f"`fused` must be True, False or 'auto'. Received: {fused}"
-            )
-        self.fused = fused
-        # Runtime mode, not configuration: see recurrence.set_forward_only.
-        self.forward_only = False
+        self.init_fused(fused)
 
     def recurrent_kernel_for_call(self, training=False):
         """The (units, 4 * units) recurrent kernel used in this call."""
         return self.cell.recurrent_kernel
 
-    def _fast_path_ok(self, mask):
+    def fast_path_blockers(self, mask=None):
+        blockers = super().fast_path_blockers(mask)
         cell = self.cell
-        return (
-            self.fused is not False
-            and mask is None
-            and not self.go_backwards
-            and not self.unroll
-            and not cell.dropout
-            and not cell.recurrent_dropout
-            and cell.activation is activations.tanh
-            and cell.recurrent_activation is activations.sigmoid
-        )
+        if cell.dropout:
+            blockers.append(f"dropout={cell.dropout}")
+        if cell.recurrent_dropout:
+            blockers.append(f"recurrent_dropout={cell.recurrent_dropout}")
+        if cell.activation is not activations.tanh:
+            blockers.append("an activation other than tanh")
+        if cell.recurrent_activation is not activations.sigmoid:
+            blockers.append("a recurrent_activation other than sigmoid")
+        return blockers
 
-    def inner_loop(self, sequences, initial_state, mask, training=False):
-        if not self._fast_path_ok(mask):
-            return self._generic_inner_loop(
-                sequences, initial_state, mask, training
-            )
+    def fused_inner_loop(self, sequences, initial_state, training=False):
         proj = self.input_projection(sequences)
         h0, c0 = (state_snapshot(s, proj.dtype) for s in initial_state)
         rk = self.recurrent_kernel_tensor(training, proj.dtype)
@@ -106,19 +101,12 @@ class LSTM(TrackedStateMixin, keras.layers.LSTM):
     def recurrent_kernel_tensor(self, training, dtype):
         """This call's recurrent kernel (weight-dropped by subclasses) as a
         tensor of ``dtype``."""
-        return ops.cast(_value(self.recurrent_kernel_for_call(training)), dtype)
+        return ops.cast(
+            value_of(self.recurrent_kernel_for_call(training)), dtype
+        )
 
-    def _generic_inner_loop(self, sequences, initial_state, mask, training):
+    def generic_inner_loop(self, sequences, initial_state, mask, training):
         # keras.layers.RNN's per-step cell loop (skips LSTM's cuDNN attempt).
         return keras.layers.RNN.inner_loop(
             self, sequences, initial_state, mask, training
         )
-
-    def get_config(self):
-        config = super().get_config()
-        config["fused"] = self.fused
-        return config
-
-
-def _value(x):
-    return x.value if isinstance(x, keras.Variable) else x

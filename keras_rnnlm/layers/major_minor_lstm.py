@@ -1,8 +1,9 @@
 """Major-Minor LSTM (MMLSTM) layer.
 
-Reference: "Major-Minor LSTMs for Word-Level Language Model"
-(``../shared/papers/major_minor_lstm.txt``), Section IV-C, eq. (21)-(22)
-and Fig. 2.
+Reference: Shuang, Li, Gu, Loo & Su (2020), "Major-Minor Long Short-Term
+Memory for Word-Level Language Model", IEEE Transactions on Neural
+Networks and Learning Systems 31(10), doi:10.1109/TNNLS.2019.2947563;
+Section IV-C, eq. (21)-(22) and Fig. 2.
 
 A layer of total size ``S`` is split by the Major proportion ``r`` into two
 independent LSTMs whose outputs are concatenated:
@@ -40,11 +41,9 @@ each branch's input projection computed separately and hoisted). Same
 function, same weights, same weight-drop masks, same gradients (the zero
 blocks get no update); it costs ``2 r (1 - r) S^2`` extra multiply-adds
 per step and gate but halves the number of sequential loop steps, which is
-what bounds a GPU: measured on an H100 with Keras on JAX, the paper's PTB
-AWD-MMLSTM-MoS trained at 0.64x the AWD-LSTM-MoS with two loops (see
-``bench/RESULTS.md``). ``"auto"`` (default) fuses on the JAX backend and
-keeps the two loops on TensorFlow (CPU: fewer FLOPs, measured 1.02-1.1x
-the AWD-LSTM-MoS).
+what bounds a GPU. ``"auto"`` (default) therefore fuses on the JAX backend
+and keeps the two loops, with fewer FLOPs, on TensorFlow (timings in
+``bench/RESULTS.md``). ``fuse_branches=True`` fuses on every backend.
 
 Seeds: the Major branch uses ``seed`` (weight-drop mask) and the
 initializers as given; the Minor branch uses ``seed + MINOR_SEED_OFFSET``
@@ -58,6 +57,7 @@ import keras
 from keras import initializers
 from keras import ops
 
+from keras_rnnlm.layers.fused_recurrence import resolve_fast_path
 from keras_rnnlm.layers.recurrence import lstm_recurrence
 from keras_rnnlm.layers.stateful import state_snapshot
 from keras_rnnlm.layers.stateful import with_static_batch
@@ -332,15 +332,27 @@ class MajorMinorLSTM(keras.layers.Layer):
         return out
 
     def _fused(self, inputs):
+        """Whether this call runs the branches as one loop.
+
+        Without a Minor branch there is nothing to fuse: the Major branch
+        is already one fused loop. ``"auto"`` fuses on JAX only; ``True``
+        raises if a branch cannot take its fast path (see
+        :func:`~keras_rnnlm.layers.fused_recurrence.resolve_fast_path`).
+        """
+        if self.minor is None:
+            return False
         mode = self.fuse_branches
         if mode == "auto":
             mode = keras.backend.backend() == "jax"
-        return (
-            bool(mode)
-            and self.minor is not None
-            and all(
-                b._fast_path_ok(None) and b.cell.use_bias for b in self.branches
-            )
+        blockers = [
+            f"{b.name}: {reason}"
+            for b in self.branches
+            for reason in b.fast_path_blockers(None)
+            + ([] if b.cell.use_bias else ["use_bias=False"])
+            + ([] if b.fused is not False else ["fused=False"])
+        ]
+        return resolve_fast_path(
+            mode, blockers, self, argument="fuse_branches"
         )
 
     def _fused_call(self, major_in, minor_in, states, training):

@@ -1,5 +1,5 @@
-"""Multi-cell LSTM (Cherian, Badola & Padmanabhan, "Multi-cell LSTM Based
-Neural Language Model", ``../shared/papers/multi_cell_lstm.txt``).
+"""Multi-cell LSTM (Cherian, Badola & Padmanabhan (2018), "Multi-cell LSTM
+Based Neural Language Model", arXiv:1811.06477).
 
 Each node computes its gates and input once, as a standard LSTM (eq. 1-4,
 Keras gate order i, f, c, o)::
@@ -87,6 +87,10 @@ from keras import initializers
 from keras import ops
 
 from keras_rnnlm.layers import recurrence
+from keras_rnnlm.layers.fused_recurrence import FUSED_MODES
+from keras_rnnlm.layers.fused_recurrence import FusedRecurrence
+from keras_rnnlm.layers.fused_recurrence import custom_gradient
+from keras_rnnlm.layers.fused_recurrence import value_of
 from keras_rnnlm.layers.stateful import state_snapshot
 
 STRATEGIES = ("mean", "weighted", "random", "max", "min_max", "learnable_max")
@@ -337,7 +341,7 @@ def multicell_recurrence(xs_tm, h0, c0, weights, spec):
     weights = tuple(weights)
     n_w = len(weights)
 
-    @ops.custom_gradient
+    @custom_gradient
     def _run(xs_tm, h0, c0, *weights):
         sg = ops.stop_gradient
         h_all, c_all, z_all = forward(
@@ -345,13 +349,8 @@ def multicell_recurrence(xs_tm, h0, c0, weights, spec):
         )
         h_t, c_t = h_all[-1], c_all[-1]
 
-        def grad(*args, upstream=None):
-            if upstream is None:
-                upstream = args[0] if len(args) == 1 else args
+        def grad(upstream):
             d_out, d_ht, d_ct = upstream
-            d_out = ops.zeros_like(h_all) if d_out is None else d_out
-            d_ht = ops.zeros_like(h_t) if d_ht is None else d_ht
-            d_ct = ops.zeros_like(c_t) if d_ct is None else d_ct
             dz_all, dh0, dc0, dw = backward(
                 xs_tm, h0, c0, weights, h_all, c_all, z_all, d_out, d_ht, d_ct
             )
@@ -554,9 +553,9 @@ class MultiCellLSTMCell(keras.layers.Layer):
 
     def step_weights(self):
         """The weights the time step uses, as a tuple of tensors."""
-        w = (_value(self.recurrent_kernel),)
+        w = (value_of(self.recurrent_kernel),)
         if self.strategy == "learnable_max":
-            w += (_value(self.cell_weights),)
+            w += (value_of(self.cell_weights),)
         return w
 
     def samples(self, training):
@@ -607,8 +606,9 @@ class MultiCellLSTMCell(keras.layers.Layer):
                 dtype=self.compute_dtype,
             )
         else:
+            cells = value_of(self.initial_cells_value)
             flat = ops.reshape(
-                ops.cast(_value(self.initial_cells_value), self.compute_dtype),
+                ops.cast(cells, self.compute_dtype),
                 (1, self.num_cells * self.units),
             )
             c0 = ops.tile(flat, (batch_size, 1))
@@ -682,24 +682,28 @@ def _compiled_loop(spec):
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
-class MultiCellLSTM(keras.layers.RNN):
+class MultiCellLSTM(FusedRecurrence, keras.layers.RNN):
     """Multi-cell LSTM layer with the fast path (see the module docstring).
 
     On the fast path ``x W + b`` is one matrix product over the whole
     sequence, the random-selection noise (strategy ``random``) is drawn
     once per call for every step, and only the recurrent step runs in the
-    compiled loop. ``fused=False``, a mask, ``go_backwards`` or ``unroll``
-    use Keras's per-step loop over :class:`MultiCellLSTMCell` instead
-    (identical results, the random draws aside).
+    compiled loop. ``fused=False`` uses Keras's per-step loop over
+    :class:`MultiCellLSTMCell` instead (identical results, the random draws
+    aside), and so does ``fused="auto"`` with a mask, ``go_backwards`` or
+    ``unroll`` (``fused=True`` raises there).
 
     Args:
         units: number of nodes.
-        fused: ``"auto"``/``True``: fast path with the hand-written
-            backward loop (:func:`multicell_recurrence`); ``"autodiff"``:
-            fast path differentiated by
+        fused: ``"auto"`` (default): the fast path with the hand-written
+            backward loop (:func:`multicell_recurrence`) when possible;
+            ``True``: the same, or a ``ValueError`` where the fast path is
+            impossible; ``"autodiff"``: like ``"auto"``, but the fast path
+            is differentiated by
             :func:`keras_rnnlm.layers.recurrence.make_fused_scan`
             (per-step recomputed vector-Jacobian products); ``False``:
-            Keras's per-step loop over the cell.
+            Keras's per-step loop over the cell. See
+            :class:`~keras_rnnlm.layers.fused_recurrence.FusedRecurrence`.
         num_cells, strategy, ...: every argument of
             :class:`MultiCellLSTMCell` (see :data:`CELL_ARGS`).
         **kwargs: ``keras.layers.RNN`` arguments (``return_sequences``,
@@ -712,6 +716,8 @@ class MultiCellLSTM(keras.layers.RNN):
     >>> layer(np.zeros((2, 5, 3), "float32")).shape
     (2, 5, 8)
     """
+
+    fused_modes = (*FUSED_MODES, "autodiff")
 
     def __init__(
         self,
@@ -735,11 +741,6 @@ class MultiCellLSTM(keras.layers.RNN):
         fused="auto",
         **kwargs,
     ):
-        if fused not in (True, False, "auto", "autodiff"):
-            raise ValueError(
-                "`fused` must be True, False, 'auto' or 'autodiff'. "
-                f"Received: {fused}"
-            )
         cell_dtype = kwargs.get("dtype")
         cell = MultiCellLSTMCell(
             units,
@@ -764,11 +765,9 @@ class MultiCellLSTM(keras.layers.RNN):
         )
         super().__init__(cell, **kwargs)
         self.units = cell.units
-        self.fused = fused
-        # Runtime mode, not configuration: see recurrence.set_forward_only.
-        self.forward_only = False
         for name in CELL_ARGS:
             setattr(self, name, getattr(cell, name))
+        self.init_fused(fused)
 
     def reset_state(self):
         """Back to ``h = 0`` and the configured initial cells."""
@@ -778,14 +777,7 @@ class MultiCellLSTM(keras.layers.RNN):
         for var, value in zip(self.states, self.cell.get_initial_state(batch)):
             var.assign(ops.cast(value, var.dtype))
 
-    def inner_loop(self, sequences, initial_state, mask, training=False):
-        if (
-            self.fused is False
-            or mask is not None
-            or self.go_backwards
-            or self.unroll
-        ):
-            return super().inner_loop(sequences, initial_state, mask, training)
+    def fused_inner_loop(self, sequences, initial_state, training=False):
         cell = self.cell
         projected = cell.project_inputs(sequences)
         if cell.samples(training):
@@ -819,7 +811,6 @@ class MultiCellLSTM(keras.layers.RNN):
         cell_config = self.cell.get_config()
         for name in ("units", *CELL_ARGS):
             config[name] = cell_config[name]
-        config["fused"] = self.fused
         return config
 
     @classmethod
@@ -844,6 +835,3 @@ def make_multicell_layer(
         units, return_sequences=True, stateful=stateful, name=name, **kwargs
     )
 
-
-def _value(x):
-    return x.value if isinstance(x, keras.Variable) else x

@@ -5,9 +5,10 @@ References:
 * Sutskever, Martens & Hinton (2011), "Generating Text with Recurrent
   Neural Networks" (mRNN).
 * Krause, Lu, Murray & Renals (2016), "Multiplicative LSTM for sequence
-  modelling" (mLSTM).
+  modelling", arXiv:1609.07959 (mLSTM).
 * Maupomé & Meurs (2019), "Multiplicative Models for Recurrent Language
-  Modeling" (true mLSTM, mGRU, true mGRU; ``../shared/papers``).
+  Modeling", arXiv:1907.00455 (true mLSTM, mGRU, true mGRU; the equation
+  numbers below are this paper's).
 
 Notation: ``x`` the input, ``h`` the previous hidden state, ``*`` the
 elementwise product; ``M`` the *intermediate* size (the size of ``m``),
@@ -68,6 +69,9 @@ from keras import initializers
 from keras import ops
 
 from keras_rnnlm.layers import recurrence
+from keras_rnnlm.layers.fused_recurrence import FusedRecurrence
+from keras_rnnlm.layers.fused_recurrence import custom_gradient
+from keras_rnnlm.layers.fused_recurrence import value_of
 from keras_rnnlm.layers.stateful import TrackedStateMixin
 from keras_rnnlm.layers.stateful import state_snapshot
 
@@ -163,7 +167,7 @@ class MultiplicativeCell(keras.layers.Layer):
 
     def step_weights(self):
         """The weights :meth:`step` needs, as a tuple of tensors."""
-        return tuple(_value(getattr(self, n)) for n in self.step_weight_names)
+        return tuple(value_of(getattr(self, n)) for n in self.step_weight_names)
 
     # -- computation ---------------------------------------------------
 
@@ -228,10 +232,6 @@ class MultiplicativeCell(keras.layers.Layer):
             }
         )
         return config
-
-
-def _value(x):
-    return x.value if isinstance(x, keras.Variable) else x
 
 
 def _project(x, kernel, bias):
@@ -832,18 +832,14 @@ def _hand_written_scan(cell_cls):
     def run(xs_tm, states, weights):
         n_s = len(states)
 
-        @ops.custom_gradient
+        @custom_gradient
         def _run(xs_tm, *flat):
             sg = ops.stop_gradient
             saved = forward(*(sg(v) for v in (xs_tm, *flat)))
             last = tuple(s[-1] for s in saved[:n_s])
 
-            def grad(*args, upstream=None):
-                if upstream is None:
-                    upstream = args[0] if len(args) == 1 else args
+            def grad(upstream):
                 d_ys, *d_last = upstream
-                d_ys = recurrence._zeros_if_none(d_ys, saved[0])
-                d_last = recurrence._zeros_for_none(d_last, last)
                 d_xs, d_states, d_weights = finish(
                     backward,
                     xs_tm,
@@ -894,19 +890,21 @@ def _compiled_loop(cell_cls, dims, forward_only):
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
-class MultiplicativeRNN(TrackedStateMixin, keras.layers.RNN):
+class MultiplicativeRNN(FusedRecurrence, TrackedStateMixin, keras.layers.RNN):
     """``keras.layers.RNN`` over a :class:`MultiplicativeCell`, fast path.
 
     On the fast path the input side of the cell is computed for the whole
     sequence before the loop and only :meth:`MultiplicativeCell.step` runs
     per time step, in a compiled loop; the results equal the per-step
-    ("naive") ``keras.layers.RNN`` loop, which is used with a mask,
-    ``go_backwards`` or ``unroll``, or with ``fused=False``.
+    ("naive") ``keras.layers.RNN`` loop, which ``fused="auto"`` uses with a
+    mask, ``go_backwards`` or ``unroll`` (``fused=True`` raises there).
 
     Args:
         cell: a :class:`MultiplicativeCell` instance.
-        fused: ``"auto"``/``True`` for the fast path, ``False`` for the
-            naive per-step loop.
+        fused: ``"auto"`` (default): the fast path when possible;
+            ``True``: the fast path or a ``ValueError``; ``False``: the
+            naive per-step loop. See
+            :class:`~keras_rnnlm.layers.fused_recurrence.FusedRecurrence`.
         **kwargs: every ``keras.layers.RNN`` argument
             (``return_sequences``, ``return_state``, ``stateful``, ...).
 
@@ -922,23 +920,10 @@ class MultiplicativeRNN(TrackedStateMixin, keras.layers.RNN):
             raise TypeError(
                 f"MultiplicativeRNN needs a MultiplicativeCell, got {cell!r}"
             )
-        if fused not in (True, False, "auto"):
-            raise ValueError(
-                f"`fused` must be True, False or 'auto'. Received: {fused}"
-            )
         super().__init__(cell, **kwargs)
-        self.fused = fused
-        # Runtime mode, not configuration: see recurrence.set_forward_only.
-        self.forward_only = False
+        self.init_fused(fused)
 
-    def inner_loop(self, sequences, initial_state, mask, training=False):
-        if (
-            self.fused is False
-            or mask is not None
-            or self.go_backwards
-            or self.unroll
-        ):
-            return super().inner_loop(sequences, initial_state, mask, training)
+    def fused_inner_loop(self, sequences, initial_state, training=False):
         cell = self.cell
         # Time-major before any projection: transposing the (narrow)
         # inputs is cheaper than transposing the (wide) projections.
@@ -957,11 +942,6 @@ class MultiplicativeRNN(TrackedStateMixin, keras.layers.RNN):
         )
         outputs = ops.transpose(outputs_tm, (1, 0, 2))
         return last[0], outputs, list(last)
-
-    def get_config(self):
-        config = super().get_config()
-        config["fused"] = self.fused
-        return config
 
 
 def count_params(cell, units, input_dim, intermediate_size=None):

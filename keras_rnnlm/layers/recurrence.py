@@ -16,16 +16,19 @@ regular graph where TensorFlow's oneDNN kernels are fastest. On JAX the
 whole train step is already ``jax.jit``-compiled, so the loops are used as
 they are.
 
-The fused LSTM recurrence has a hand-written backward pass (via
-``keras.ops.custom_gradient``): the reverse loop carries only ``dh`` and
-``dc``; the recurrent-kernel gradient is then **one** matrix product over
-all time steps instead of T small ones inside the loop.
+The fused LSTM recurrence has a hand-written backward pass (attached with
+:func:`keras_rnnlm.layers.fused_recurrence.custom_gradient`): the reverse
+loop carries only ``dh`` and ``dc``; the recurrent-kernel gradient is then
+**one** matrix product over all time steps instead of T small ones inside
+the loop.
 """
 
 import functools
 
 from keras import backend
 from keras import ops
+
+from keras_rnnlm.layers.fused_recurrence import custom_gradient
 
 
 def compile_loop(fn):
@@ -233,10 +236,6 @@ def _compiled():
     )
 
 
-def _zeros_if_none(g, like):
-    return ops.zeros_like(like) if g is None else g
-
-
 def lstm_recurrence(proj, h0, c0, recurrent_kernel, forward_only=False):
     """Runs the LSTM recurrence over pre-projected inputs.
 
@@ -263,7 +262,7 @@ def lstm_recurrence(proj, h0, c0, recurrent_kernel, forward_only=False):
         )
         return _time_major(h_all), h_t, c_t
 
-    @ops.custom_gradient
+    @custom_gradient
     def _run(proj, h0, c0, recurrent_kernel):
         # The compiled loops never see a gradient tape: the gradient is the
         # hand-written one below (stop_gradient keeps TF from building a
@@ -276,13 +275,8 @@ def lstm_recurrence(proj, h0, c0, recurrent_kernel, forward_only=False):
         outputs = _time_major(h_all)
         h_t, c_t = h_all[-1], c_all[-1]
 
-        def grad(*args, upstream=None):
-            if upstream is None:
-                upstream = args[0] if len(args) == 1 else args
+        def grad(upstream):
             d_out, d_ht, d_ct = upstream
-            d_out = _zeros_if_none(d_out, outputs)
-            d_ht = _zeros_if_none(d_ht, h_t)
-            d_ct = _zeros_if_none(d_ct, c_t)
             dz_all, dh0, dc0 = backward(
                 h0,
                 c0,
@@ -410,7 +404,7 @@ def make_fused_scan(step):
             )
         n_s = len(states)
 
-        @ops.custom_gradient
+        @custom_gradient
         def _run(xs_tm, *flat):
             st, w = flat[:n_s], flat[n_s:]
             sg = ops.stop_gradient
@@ -419,12 +413,8 @@ def make_fused_scan(step):
             )
             last = tuple(s[-1] for s in states_all)
 
-            def grad(*args, upstream=None):
-                if upstream is None:
-                    upstream = args[0] if len(args) == 1 else args
+            def grad(upstream):
                 d_ys, *d_last = upstream
-                d_ys = _zeros_if_none(d_ys, ys)
-                d_last = _zeros_for_none(d_last, last)
                 dxs, d_states, d_w = backward(
                     xs_tm, st, w, states_all, d_ys, tuple(d_last)
                 )

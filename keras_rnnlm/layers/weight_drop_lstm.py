@@ -72,12 +72,13 @@ class WeightDropLSTM(LSTM):
         )
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
-        if training and self.weight_dropout and not self._fast_path_ok(mask):
-            raise ValueError(
-                "WeightDropLSTM cannot apply weight drop on the generic path "
-                "(mask, go_backwards, unroll, dropout or non-standard "
-                "activations); remove those options."
-            )
+        if training and self.weight_dropout:
+            blockers = self.fast_path_blockers(mask)
+            if blockers:
+                raise ValueError(
+                    "WeightDropLSTM cannot apply weight drop on the generic "
+                    f"path; remove {', '.join(blockers)}."
+                )
         return super().inner_loop(sequences, initial_state, mask, training)
 
     def get_config(self):
