@@ -1,5 +1,6 @@
 import numpy as np
 from keras import ops
+from layer_testing import run_layer_test
 
 from keras_rnnlm.layers.activation_regularization import (
     ActivationRegularization,
@@ -35,4 +36,18 @@ def test_no_loss_at_inference():
     h = np.ones((2, 3, 4), "float32")
     reg([h, h], training=False)
     assert not reg.losses
-    assert ActivationRegularization.from_config(reg.get_config()).beta == 1.0
+
+
+def test_layer_checks():
+    """Identity in training too; one loss; ``ar`` and ``tar`` are
+    non-trainable weights (saved)."""
+    h = np.random.default_rng(0).normal(size=(2, 3, 4)).astype("float32")
+    run_layer_test(
+        ActivationRegularization,
+        dict(alpha=2.0, beta=1.0),
+        [h, 2 * h],
+        expected_output_shape=(None, 3, 4),
+        expected_num_trainable_weights=0,
+        expected_num_non_trainable_weights=2,
+        expected_num_losses=1,
+    )

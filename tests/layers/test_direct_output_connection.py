@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 from keras import ops
+from layer_testing import run_layer_test
 
 from keras_rnnlm.layers.direct_output_connection import DirectOutputConnection
 from keras_rnnlm.layers.direct_output_connection import (
@@ -121,5 +122,26 @@ def test_one_dropout_mask_shared_over_all_components():
     np.testing.assert_array_equal(
         latent == 0, (latent[:, :1] == 0).repeat(4, 1)
     )
-    clone = DirectOutputConnection.from_config(doc.get_config())
-    assert clone.components == [2, 1] and clone.latent_dropout == 0.5
+
+
+def test_layer_checks():
+    """Three sources, the middle one without components: two projections
+    and the prior; the CV penalty is the one training loss and ``cv`` a
+    non-trainable weight."""
+    run_layer_test(
+        DirectOutputConnection,
+        dict(
+            components=[2, 0, 1],
+            latent_dim=4,
+            latent_dropout=0.5,
+            cv_penalty=0.1,
+            seed=0,
+        ),
+        input_shape=[(2, 3, 5), (2, 3, 6), (2, 3, 7)],
+        expected_output_shape=[(None, 3, 3, 4), (None, 3, 3)],
+        expected_num_trainable_weights=5,
+        expected_num_non_trainable_weights=1,
+        expected_num_seed_generators=1,
+        expected_num_losses=1,
+        training_changes_output=True,
+    )

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import run_layer_test
 
 from keras_rnnlm.layers.locked_dropout import LockedDropout
 
@@ -25,8 +26,19 @@ def test_inference_is_identity_and_new_mask_per_call():
     assert not np.array_equal(a == 0, b == 0)
 
 
-def test_config_and_rate_check():
-    drop = LockedDropout(0.25, seed=3)
-    assert LockedDropout.from_config(drop.get_config()).rate == 0.25
+def test_layer_checks():
+    run_layer_test(
+        LockedDropout,
+        dict(rate=0.25, seed=3),
+        input_shape=(2, 3, 4),
+        expected_output_shape=(None, 3, 4),
+        expected_num_trainable_weights=0,
+        expected_num_seed_generators=1,
+        supports_masking=True,
+        training_changes_output=True,
+    )
+
+
+def test_rate_check():
     with pytest.raises(ValueError):
         LockedDropout(1.0)

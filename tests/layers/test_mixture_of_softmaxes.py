@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 from keras import ops
+from layer_testing import run_layer_test
 
 from keras_rnnlm.layers.mixture_of_softmaxes import MixtureLogProbs
 from keras_rnnlm.layers.mixture_of_softmaxes import MixtureOfSoftmaxes
@@ -28,7 +29,7 @@ def test_mixture_in_probability_space_matches_numpy():
     np.testing.assert_allclose(np.exp(got).sum(-1), 1.0, atol=1e-5)
 
 
-def test_head_probabilities_sum_to_one_and_serialize(tmp_path):
+def test_head_probabilities_sum_to_one():
     emb = TiedEmbedding(17, 4)
     tokens = keras.Input((None,), dtype="int32")
     h = keras.layers.Dense(6)(emb(tokens))
@@ -42,13 +43,27 @@ def test_head_probabilities_sum_to_one_and_serialize(tmp_path):
         np.testing.assert_allclose(p.sum(-1), 1.0, atol=1e-5)
     # latent (6*12+12) + prior (6*3) + dense (4*6+6) + emb (17*4+17)
     assert model.count_params() == 84 + 18 + 30 + 85
-    path = str(tmp_path / "mos.keras")
-    model.save(path)
-    loaded = keras.models.load_model(path)
-    np.testing.assert_allclose(
-        ops.convert_to_numpy(loaded(x)),
-        ops.convert_to_numpy(model(x)),
-        atol=1e-6,
+
+
+def test_mixture_of_softmaxes_layer_checks():
+    run_layer_test(
+        MixtureOfSoftmaxes,
+        dict(num_components=3, latent_dim=4, latent_dropout=0.3, seed=1),
+        input_shape=(2, 5, 6),
+        expected_output_shape=[(None, 5, 3, 4), (None, 5, 3)],
+        expected_num_trainable_weights=3,
+        expected_num_seed_generators=1,
+        training_changes_output=True,
+    )
+
+
+def test_mixture_log_probs_layer_checks():
+    run_layer_test(
+        MixtureLogProbs,
+        {},
+        input_shape=[(2, 5, 3, 7), (2, 5, 3)],
+        expected_output_shape=(None, 5, 7),
+        expected_num_trainable_weights=0,
     )
 
 

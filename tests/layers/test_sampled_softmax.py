@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import run_layer_test
 
 from keras_rnnlm.layers import TiedEmbedding
 from keras_rnnlm.layers.sampled_softmax import SampledSoftmaxDense
@@ -182,10 +183,31 @@ def test_dense_is_plain_dense_unless_training_with_targets(tmp_path):
         np.take_along_axis(full, y[..., None], -1)[..., 0] - np.log(6 / 30),
         atol=1e-4,
     )
-    config = layer.get_config()
-    assert config["num_sampled"] == 6 and config["seed"] == 1
-    clone = SampledSoftmaxDense.from_config(config)
-    assert clone.num_sampled == 6 and clone.units == 30
+
+
+def test_dense_layer_checks():
+    """Without targets: the full logits, in training too; the sampler's
+    counts are a saved non-trainable weight."""
+    run_layer_test(
+        SampledSoftmaxDense,
+        dict(units=30, num_sampled=6, seed=1),
+        input_shape=(2, 4, 5),
+        expected_output_shape=(None, 4, 30),
+        expected_num_trainable_weights=2,
+        expected_num_non_trainable_weights=1,
+        expected_num_seed_generators=1,
+    )
+
+
+def test_sampler_layer_checks():
+    """No call: constructor, config and registration, built at once."""
+    run_layer_test(
+        UnigramSampler,
+        dict(vocab_size=7, power=0.75, seed=2),
+        expected_num_trainable_weights=0,
+        expected_num_non_trainable_weights=1,
+        expected_num_seed_generators=1,
+    )
 
 
 def test_tied_embedding_sampled_mode_shares_the_matrix():
@@ -208,6 +230,12 @@ def test_tied_embedding_sampled_mode_shares_the_matrix():
         3,
         20,
     )
-    config = emb.get_config()
-    assert config["num_sampled"] == 5 and config["sampler_seed"] == 0
-    assert TiedEmbedding.from_config(config).num_sampled == 5
+    run_layer_test(
+        TiedEmbedding,
+        dict(input_dim=20, output_dim=4, num_sampled=5, sampler_seed=0),
+        np.array([[1, 2], [19, 0]], "int32"),
+        expected_output_shape=(None, 2, 4),
+        expected_num_trainable_weights=2,
+        expected_num_non_trainable_weights=1,
+        expected_num_seed_generators=1,
+    )
