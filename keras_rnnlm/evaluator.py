@@ -17,8 +17,8 @@ from keras_rnnlm.layers.recurrence import set_forward_only
 from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
 from keras_rnnlm.models.builder import build_language_model
-from keras_rnnlm.models.builder import copy_weights
-from keras_rnnlm.models.builder import reset_states
+from keras_rnnlm.models.state import reset_states
+from keras_rnnlm.models.weights import copy_weights
 
 
 def safe_exp(x):

@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_rnnlm.models.builder import reset_states
+from keras_rnnlm.models.state import reset_states
 
 
 class ResetStates(keras.callbacks.Callback):

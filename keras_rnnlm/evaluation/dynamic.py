@@ -78,8 +78,8 @@ from keras_rnnlm.data.streams import LMSequence
 from keras_rnnlm.evaluation.evaluator import safe_exp
 from keras_rnnlm.metrics import token_nll
 from keras_rnnlm.models.builder import build_language_model
-from keras_rnnlm.models.builder import copy_weights
-from keras_rnnlm.models.builder import reset_states
+from keras_rnnlm.models.state import reset_states
+from keras_rnnlm.models.weights import copy_weights
 
 VARIANTS = ("rms", "sgd")
 STATISTICS = ("mean", "sum")

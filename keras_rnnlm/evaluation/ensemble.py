@@ -19,7 +19,7 @@ from keras import ops
 from keras_rnnlm.data.streams import LMSequence
 from keras_rnnlm.evaluation.evaluator import safe_exp
 from keras_rnnlm.models.builder import build_language_model
-from keras_rnnlm.models.builder import reset_states
+from keras_rnnlm.models.state import reset_states
 
 
 def _log_softmax(x):

@@ -29,7 +29,7 @@ from keras import ops
 
 from keras_rnnlm.data.streams import LMSequence
 from keras_rnnlm.models.builder import build_language_model
-from keras_rnnlm.models.builder import reset_states
+from keras_rnnlm.models.state import reset_states
 
 
 def log_prob_matrix(model, ids, num_contexts, bptt=70):

@@ -2,11 +2,15 @@
 
 The same :class:`~keras_rnnlm.config.ModelConfig` builds the training model
 (stateful, fixed batch size), evaluation models with other batch sizes (the
-weights are copied with :func:`copy_weights`) and, later, the stateless
-inference graph for export.
-"""
+weights are copied with :func:`~keras_rnnlm.models.weights.copy_weights`)
+and, later, the stateless inference graph for export.
 
-import math
+:func:`build_language_model` assembles the model from the helpers below,
+in graph order: the inputs, the input encoding (:func:`_input_encoding`,
+:func:`_embed`), the recurrent stack (:func:`_recurrent_stack`, one
+:func:`_recurrent_layer` per entry of ``hidden_sizes``, with the dropout
+rates of :func:`layer_dropouts`) and the output head (:func:`_output_head`).
+"""
 
 import keras
 
@@ -18,34 +22,82 @@ from keras_rnnlm.layers.direct_output_connection import DirectOutputConnection
 from keras_rnnlm.layers.embedding_dropout import EmbeddingDropout
 from keras_rnnlm.layers.locked_dropout import LockedDropout
 from keras_rnnlm.layers.major_minor_lstm import MINOR_INPUTS
-from keras_rnnlm.layers.major_minor_lstm import MajorMinorLSTM
 from keras_rnnlm.layers.major_minor_lstm import split_units
 from keras_rnnlm.layers.mixture_of_softmaxes import MixtureLogProbs
 from keras_rnnlm.layers.mixture_of_softmaxes import MixtureOfSoftmaxes
 from keras_rnnlm.layers.one_hot import OneHot
 from keras_rnnlm.layers.sampled_softmax import SampledSoftmaxDense
-from keras_rnnlm.layers.sampled_softmax import UnigramSampler
 from keras_rnnlm.layers.tied_embedding import TiedEmbedding
-from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
+from keras_rnnlm.models.initializers import fan_uniform
+from keras_rnnlm.models.initializers import lstm_branch_uniform
+from keras_rnnlm.models.initializers import uniform
 from keras_rnnlm.models.recurrent_registry import make_recurrent_layer
 
 HEADS = ("softmax", "tied", "mos", "doc")
 TIED_HEADS = ("tied", "mos", "doc")
 RNN_INITS = (None, "pytorch")
 INPUT_ENCODINGS = ("embedding", "one_hot")
+#: Cells whose weights ``model.weight_dropout`` drops (DropConnect).
+WEIGHT_DROP_CELLS = ("lstm", "weight_drop_lstm", "mmlstm")
+
+# Seed offsets. Every stream of randomness in a model is seeded with
+# ``seed + offset`` (``build_language_model(seed=...)``), one offset per
+# stream, so that streams are independent of each other and a seeded run
+# is reproducible. Do not change the values: every seeded run (and every
+# recorded result) depends on them.
+#: Initial embedding table, U(-init_range, init_range).
+EMBEDDING_INIT_SEED = 0
+#: Initial weights of recurrent layer ``i``: ``+ i`` (i < 97).
+RECURRENT_INIT_SEED = 1
+#: Initial weights of the MoS / DOC latent and prior projections.
+MIXTURE_INIT_SEED = 98
+#: Initial kernel and bias of the untied softmax decoder.
+DECODER_INIT_SEED = 99
+#: Dropout masks of dropout ``k`` of :func:`layer_dropouts` (``+ k``; 0:
+#: on the embedding output, ``i + 1``: on recurrent layer ``i``'s output).
+DROPOUT_SEED = 100
+#: Embedding dropout (``dropoute``): which word types are dropped.
+EMBEDDING_DROPOUT_SEED = 150
+#: Sampled softmax: the candidates the sampler draws.
+SAMPLER_SEED = 160
+#: DropConnect masks of recurrent layer ``i``'s weights (``+ i``).
+WEIGHT_DROP_SEED = 200
+#: MoS / DOC latent dropout (``dropoutl``).
+LATENT_DROPOUT_SEED = 300
 
 
-def _initializer(init_range, seed, offset):
-    if init_range is None:
-        return None
-    return keras.initializers.RandomUniform(
-        -init_range, init_range, seed=None if seed is None else seed + offset
-    )
+def stream_seed(seed, offset):
+    """The seed of one stream of randomness (``None``: unseeded)."""
+    return None if seed is None else seed + offset
 
 
-def _fan_initializer(fan, seed, offset):
-    """PyTorch's default U(-1/sqrt(fan), 1/sqrt(fan))."""
-    return _initializer(1.0 / math.sqrt(fan), seed, offset)
+def layer_dropouts(config):
+    """The rate of each dropout of the stack, in graph order.
+
+    Returns ``len(config.hidden_sizes) + 1`` rates: ``[0]`` on the
+    embedding output (the first layer's input), ``[i + 1]`` on recurrent
+    layer ``i``'s output (0: no dropout layer). The rules
+    (:class:`~keras_rnnlm.config.ModelConfig`):
+
+    * ``dropouti=None`` and ``dropouth=None`` fall back to ``dropout``;
+    * ``dropouth`` is between recurrent layers only: the last layer's
+      output (what the head reads) uses ``dropout``, not ``dropouth``.
+    """
+
+    def rate(value):
+        return config.dropout if value is None else value
+
+    between = [rate(config.dropouth)] * (len(config.hidden_sizes) - 1)
+    return [rate(config.dropouti), *between, config.dropout]
+
+
+def recurrent_layer_name(config):
+    """The registry name (:mod:`~keras_rnnlm.models.recurrent_registry`)
+    of the config's recurrent layers: ``config.cell``, except that a
+    weight-dropped ``lstm`` is a ``weight_drop_lstm``."""
+    if config.cell == "lstm" and config.weight_dropout:
+        return "weight_drop_lstm"
+    return config.cell
 
 
 def validate_model_config(config):
@@ -89,10 +141,10 @@ def validate_model_config(config):
         raise ConfigError(
             f"model.rnn_init must be one of {RNN_INITS}: {config.rnn_init!r}"
         )
-    if config.weight_dropout and config.cell not in ("lstm", "mmlstm"):
+    if config.weight_dropout and config.cell not in WEIGHT_DROP_CELLS:
         raise ConfigError(
-            "model.weight_dropout needs model.cell='lstm' or 'mmlstm' (the "
-            f"fused weight-dropped LSTM), got {config.cell!r}"
+            f"model.weight_dropout needs model.cell in {WEIGHT_DROP_CELLS} "
+            f"(the fused weight-dropped LSTM), got {config.cell!r}"
         )
     _validate_major_minor(config)
     _validate_sampled_softmax(config)
@@ -181,8 +233,10 @@ def build_language_model(
         vocab_size: number of token types.
         batch_size: fixed batch size (required when ``stateful``).
         stateful: carry recurrent state across calls (training/evaluation
-            on a stream); reset it with :func:`reset_states`.
-        seed: seed of the weight initializers and dropout layers.
+            on a stream); reset it with
+            :func:`~keras_rnnlm.models.state.reset_states`.
+        seed: seed of the weight initializers and dropout layers (each
+            stream of randomness at its own offset, ``*_SEED``).
         name: model name.
         recurrent_output_hook: optional ``hook(i, outputs) -> outputs``
             applied to the (raw) output of recurrent layer ``i`` (0-based)
@@ -212,113 +266,16 @@ def build_language_model(
         targets = keras.Input(
             batch_shape=batch_shape, dtype="int32", name="targets"
         )
-    sampled = {
-        "num_sampled": config.sampled_softmax,
-        "sampler_power": config.sampler_power,
-    }
-    init = _initializer(config.init_range, seed, 0)
-    emb_kwargs = {"embeddings_initializer": init} if init else {}
-    if config.input_encoding == "one_hot":
-        embedding = OneHot(vocab_size, name="one_hot")
-    elif config.head in TIED_HEADS:
-        if config.head == "tied":
-            emb_kwargs.update(sampled, sampler_seed=_seed(seed, 160))
-        embedding = TiedEmbedding(
-            vocab_size, config.embedding_dim, name="embedding", **emb_kwargs
-        )
-    else:
-        embedding = keras.layers.Embedding(
-            vocab_size, config.embedding_dim, name="embedding", **emb_kwargs
-        )
-    x = embedding(tokens)
-    if config.dropoute:
-        x = EmbeddingDropout(
-            vocab_size,
-            config.dropoute,
-            seed=_seed(seed, 150),
-            name="embedding_dropout",
-        )([tokens, x])
-
-    def dropout(x, i, rate):
-        if not rate:
-            return x
-        if config.locked_dropout:
-            return LockedDropout(
-                rate, seed=_seed(seed, 100 + i), name=f"locked_dropout_{i}"
-            )(x)
-        return keras.layers.Dropout(
-            rate, seed=_seed(seed, 100 + i), name=f"dropout_{i}"
-        )(x)
-
-    def rate(value):
-        return config.dropout if value is None else value
-
-    x = dropout(x, 0, rate(config.dropouti))
-    sources = [x]
-    n_layers = len(config.hidden_sizes)
-    raw = x
-    for i, units in enumerate(config.hidden_sizes):
-        if config.rnn_init == "pytorch":
-            rnn_init = _fan_initializer(units, seed, i + 1)
-        else:
-            rnn_init = _initializer(config.init_range, seed, i + 1)
-        inputs = x
-        if config.cell == "mmlstm":
-            layer = _major_minor_lstm(units, config, stateful, seed, i)
-            if config.minor_input == "embedding":
-                # MMLM-1: the Minor LSTM reads the embedding output after
-                # dropouti (the first layer's input).
-                inputs = [x, sources[0]]
-        elif config.weight_dropout:
-            layer = _weight_drop_lstm(
-                units, config, stateful, rnn_init, _seed(seed, 200 + i), i
-            )
-        else:
-            layer = make_recurrent_layer(
-                config.cell,
-                units,
-                stateful=stateful,
-                initializer=rnn_init,
-                name=f"rnn_{i}",
-                **config.cell_kwargs,
-            )
-        raw = layer(inputs)
-        if recurrent_output_hook is not None:
-            raw = recurrent_output_hook(i, raw)
-        last = i == n_layers - 1
-        x = dropout(
-            raw, i + 1, config.dropout if last else rate(config.dropouth)
-        )
-        sources.append(x)
+    embedding = _input_encoding(config, vocab_size, seed)
+    x = _embed(config, embedding, tokens, vocab_size, seed)
+    sources, raw = _recurrent_stack(
+        config, x, stateful, seed, recurrent_output_hook
+    )
     if config.ar_alpha or config.tar_beta:
-        x = ActivationRegularization(
+        sources[-1] = ActivationRegularization(
             config.ar_alpha, config.tar_beta, name="activation_regularization"
-        )([x, raw])
-        sources[-1] = x
-    if config.head == "tied":
-        logits = embedding(x, reverse=True, targets=targets)
-    elif config.head in ("mos", "doc"):
-        logits = _mixture_head(config, embedding, sources, seed)
-    else:
-        init = _initializer(config.init_range, seed, 99)
-        head_kwargs = (
-            {"kernel_initializer": init, "bias_initializer": init}
-            if init
-            else {}
-        )
-        if config.sampled_softmax:
-            decoder = SampledSoftmaxDense(
-                vocab_size,
-                seed=_seed(seed, 160),
-                name="decoder",
-                **sampled,
-                **head_kwargs,
-            )
-            logits = decoder(x, targets=targets)
-        else:
-            logits = keras.layers.Dense(
-                vocab_size, name="decoder", **head_kwargs
-            )(x)
+        )([sources[-1], raw])
+    logits = _output_head(config, embedding, sources, vocab_size, seed, targets)
     logits = keras.layers.Activation("linear", dtype="float32", name="logits")(
         logits
     )
@@ -328,175 +285,172 @@ def build_language_model(
     return keras.Model(tokens, logits, name=name)
 
 
-def _seed(seed, offset):
-    return None if seed is None else seed + offset
+def _sampled_softmax_kwargs(config):
+    return {
+        "num_sampled": config.sampled_softmax,
+        "sampler_power": config.sampler_power,
+    }
 
 
-def _lstm_kwargs(config, initializer):
-    """``cell_kwargs`` plus one initializer for every LSTM weight (and no
-    forget-gate bias of 1 unless asked for)."""
-    kw = dict(config.cell_kwargs)
-    if initializer is not None:
-        kw.update(
-            kernel_initializer=initializer,
-            recurrent_initializer=initializer,
-            bias_initializer=initializer,
+def _input_encoding(config, vocab_size, seed):
+    """The token encoding layer: one-hot, or an embedding table (the
+    tied heads' decoder too)."""
+    init = uniform(config.init_range, stream_seed(seed, EMBEDDING_INIT_SEED))
+    kwargs = {"embeddings_initializer": init} if init else {}
+    if config.input_encoding == "one_hot":
+        return OneHot(vocab_size, name="one_hot")
+    if config.head not in TIED_HEADS:
+        return keras.layers.Embedding(
+            vocab_size, config.embedding_dim, name="embedding", **kwargs
         )
-        kw.setdefault("unit_forget_bias", False)
-    return kw
-
-
-def _weight_drop_lstm(units, config, stateful, initializer, seed, i):
-    kw = _lstm_kwargs(config, initializer)
-    return WeightDropLSTM(
-        units,
-        weight_dropout=config.weight_dropout,
-        seed=seed,
-        return_sequences=True,
-        stateful=stateful,
-        name=f"rnn_{i}",
-        **kw,
+    if config.head == "tied":
+        kwargs.update(
+            _sampled_softmax_kwargs(config),
+            sampler_seed=stream_seed(seed, SAMPLER_SEED),
+        )
+    return TiedEmbedding(
+        vocab_size, config.embedding_dim, name="embedding", **kwargs
     )
 
 
-def _major_minor_lstm(units, config, stateful, seed, i):
-    """Layer ``i`` of an MMLSTM stack.
+def _embed(config, embedding, tokens, vocab_size, seed):
+    """The encoded tokens, with embedding dropout (``dropoute``)."""
+    x = embedding(tokens)
+    if config.dropoute:
+        x = EmbeddingDropout(
+            vocab_size,
+            config.dropoute,
+            seed=stream_seed(seed, EMBEDDING_DROPOUT_SEED),
+            name="embedding_dropout",
+        )([tokens, x])
+    return x
 
-    Weights: ``rnn_init="pytorch"`` gives each branch PyTorch's nn.LSTM
-    default U(+-1/sqrt(H)) with ``H`` *that branch's* units (they are two
-    LSTMs in the reference code): ``VarianceScaling(4/3, "fan_out",
-    "uniform")``, whose limit ``sqrt(3 * (4/3) / (4 H))`` is ``1/sqrt(H)``
-    for the kernel, recurrent kernel and bias alike (fan-out ``4 H``);
-    otherwise ``init_range``'s U(-r, r) (or Keras's defaults).
+
+def _dropout(config, x, k, rate, seed):
+    """Dropout ``k`` of :func:`layer_dropouts` on ``x`` (locked or not)."""
+    if not rate:
+        return x
+    k_seed = stream_seed(seed, DROPOUT_SEED + k)
+    if config.locked_dropout:
+        return LockedDropout(rate, seed=k_seed, name=f"locked_dropout_{k}")(x)
+    return keras.layers.Dropout(rate, seed=k_seed, name=f"dropout_{k}")(x)
+
+
+def _recurrent_stack(config, x, stateful, seed, hook):
+    """The recurrent layers on the encoded tokens ``x``, each output
+    dropped with its rate of :func:`layer_dropouts`.
+
+    Returns:
+        ``(sources, raw)``: ``sources`` the dropped embedding output and
+        the dropped output of each layer (what a DOC head reads; the last
+        is the head's input), ``raw`` the last layer's output before
+        dropout (what TAR reads).
     """
-    if config.rnn_init == "pytorch":
-        init = keras.initializers.VarianceScaling(
-            4.0 / 3.0, "fan_out", "uniform", seed=_seed(seed, i + 1)
+    rates = layer_dropouts(config)
+    x = _dropout(config, x, 0, rates[0], seed)
+    sources = [x]
+    raw = x
+    for i, units in enumerate(config.hidden_sizes):
+        layer = _recurrent_layer(config, i, units, stateful, seed)
+        inputs = x
+        if config.cell == "mmlstm" and config.minor_input == "embedding":
+            # MMLM-1: the Minor LSTM reads the embedding output after
+            # dropouti (the first layer's input).
+            inputs = [x, sources[0]]
+        raw = layer(inputs)
+        if hook is not None:
+            raw = hook(i, raw)
+        x = _dropout(config, raw, i + 1, rates[i + 1], seed)
+        sources.append(x)
+    return sources, raw
+
+
+def _recurrent_layer(config, i, units, stateful, seed):
+    """Recurrent layer ``i`` (``rnn_{i}``), from the registry."""
+    cell = recurrent_layer_name(config)
+    kwargs = dict(config.cell_kwargs)
+    if cell == "mmlstm":
+        kwargs.update(
+            major_proportion=config.major_proportions[i],
+            minor_input=config.minor_input,
         )
-    else:
-        init = _initializer(config.init_range, seed, i + 1)
-    kw = _lstm_kwargs(config, init)
-    return MajorMinorLSTM(
+    if cell in ("mmlstm", "weight_drop_lstm"):
+        kwargs.update(
+            weight_dropout=config.weight_dropout,
+            seed=stream_seed(seed, WEIGHT_DROP_SEED + i),
+        )
+    return make_recurrent_layer(
+        cell,
         units,
-        major_proportion=config.major_proportions[i],
-        minor_input=config.minor_input,
-        weight_dropout=config.weight_dropout,
-        seed=_seed(seed, 200 + i),
-        return_sequences=True,
         stateful=stateful,
+        initializer=_recurrent_initializer(config, cell, units, seed, i),
         name=f"rnn_{i}",
-        **kw,
+        **kwargs,
     )
+
+
+def _recurrent_initializer(config, cell, units, seed, i):
+    """Layer ``i``'s initializer: ``init_range``'s U(-r, r) (``None``:
+    Keras's defaults) or, with ``rnn_init="pytorch"``, PyTorch's
+    U(+-1/sqrt(H)), ``H`` the layer's size or, for an MMLSTM, each
+    branch's size (they are two LSTMs in the reference code)."""
+    layer_seed = stream_seed(seed, RECURRENT_INIT_SEED + i)
+    if config.rnn_init != "pytorch":
+        return uniform(config.init_range, layer_seed)
+    if cell == "mmlstm":
+        return lstm_branch_uniform(layer_seed)
+    return fan_uniform(units, layer_seed)
+
+
+def _output_head(config, embedding, sources, vocab_size, seed, targets):
+    """The logits: the tied embedding, a mixture (MoS / DOC) or a dense
+    decoder (sampled in training with ``targets``)."""
+    x = sources[-1]
+    if config.head == "tied":
+        return embedding(x, reverse=True, targets=targets)
+    if config.head in ("mos", "doc"):
+        return _mixture_head(config, embedding, sources, seed)
+    init = uniform(config.init_range, stream_seed(seed, DECODER_INIT_SEED))
+    kwargs = (
+        {"kernel_initializer": init, "bias_initializer": init} if init else {}
+    )
+    if config.sampled_softmax:
+        decoder = SampledSoftmaxDense(
+            vocab_size,
+            seed=stream_seed(seed, SAMPLER_SEED),
+            name="decoder",
+            **_sampled_softmax_kwargs(config),
+            **kwargs,
+        )
+        return decoder(x, targets=targets)
+    return keras.layers.Dense(vocab_size, name="decoder", **kwargs)(x)
 
 
 def _mixture_head(config, embedding, sources, seed):
     """MoS / DOC: latents -> tied decoder -> mixture log-probabilities."""
+    init_seed = stream_seed(seed, MIXTURE_INIT_SEED)
     if config.rnn_init == "pytorch":
-        fan = sources[-1].shape[-1]
-        init = _fan_initializer(fan, seed, 98)
+        init = fan_uniform(sources[-1].shape[-1], init_seed)
     else:
-        init = _initializer(config.init_range, seed, 98)
+        init = uniform(config.init_range, init_seed)
     kw = {"kernel_initializer": init, "bias_initializer": init} if init else {}
+    kw.update(
+        latent_dropout=config.dropoutl,
+        seed=stream_seed(seed, LATENT_DROPOUT_SEED),
+    )
     if config.head == "mos":
         head = MixtureOfSoftmaxes(
-            config.mixture_components,
-            config.embedding_dim,
-            latent_dropout=config.dropoutl,
-            seed=_seed(seed, 300),
-            name="mos",
-            **kw,
+            config.mixture_components, config.embedding_dim, name="mos", **kw
         )
         latent, prior_logits = head(sources[-1])
     else:
         head = DirectOutputConnection(
             config.mixture_components,
             config.embedding_dim,
-            latent_dropout=config.dropoutl,
             cv_penalty=config.cv_penalty,
-            seed=_seed(seed, 300),
             name="doc",
             **kw,
         )
         latent, prior_logits = head(sources)
     component_logits = embedding(latent, reverse=True)
     return MixtureLogProbs(name="mixture")([component_logits, prior_logits])
-
-
-def recurrent_layers(model):
-    """The model's stateful recurrent layers (anything stateful with
-    ``reset_state``), outermost first: the branches inside a composite
-    recurrent layer (:class:`MajorMinorLSTM`) are its business and are
-    not listed."""
-    found = []
-
-    def walk(layer):
-        for sub in layer._flatten_layers(include_self=False, recursive=False):
-            if hasattr(sub, "reset_state") and getattr(sub, "stateful", 0):
-                found.append(sub)
-            else:
-                walk(sub)
-
-    walk(model)
-    return found
-
-
-def has_targets_input(model):
-    """Whether ``model`` is a sampled-softmax training model (it takes
-    ``{"tokens", "targets"}``; see :func:`build_language_model`)."""
-    return isinstance(model.input, dict) and "targets" in model.input
-
-
-def _samplers(model):
-    """The candidate samplers of the model's decoder (tied embedding or
-    ``SampledSoftmaxDense``)."""
-    found = [getattr(layer, "sampler", None) for layer in model.layers]
-    return [s for s in found if isinstance(s, UnigramSampler)]
-
-
-def model_parameters(model):
-    """``model.count_params()`` without the candidate samplers' word
-    counts (data, not parameters)."""
-    return model.count_params() - sum(s.vocab_size for s in _samplers(model))
-
-
-def set_sampler_counts(model, train_ids):
-    """Sets every candidate sampler's proposal from the training ids
-    (a no-op for a model without a sampled softmax)."""
-    import numpy as np
-
-    samplers = _samplers(model)
-    for sampler in samplers:
-        counts = np.bincount(
-            np.asarray(train_ids).ravel(), minlength=sampler.vocab_size
-        )
-        sampler.set_counts(counts[: sampler.vocab_size])
-    return len(samplers)
-
-
-def reset_states(model):
-    """Zeroes every carried recurrent state of ``model``."""
-    for layer in recurrent_layers(model):
-        layer.reset_state()
-
-
-def copy_weights(source, target):
-    """Copies trainable weights between two models built from one config.
-
-    The models may differ in batch size (their state variables are not
-    copied). Raises ValueError if the structures differ.
-    """
-    src, dst = source.trainable_variables, target.trainable_variables
-    if len(src) != len(dst):
-        raise ValueError(
-            f"Models differ: {len(src)} vs {len(dst)} trainable variables"
-        )
-    for s, d in zip(src, dst):
-        if tuple(s.shape) != tuple(d.shape):
-            raise ValueError(
-                f"Weight shape mismatch: {s.path} {s.shape} vs "
-                f"{d.path} {d.shape}"
-            )
-        # A copy: on JAX, assigning the array itself would alias the two
-        # models' buffers, and a compiled step of one (which donates its
-        # variables' buffers) would delete the other's weights.
-        d.assign(keras.ops.copy(s.value))

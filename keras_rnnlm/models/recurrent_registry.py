@@ -1,18 +1,37 @@
-"""Recurrent layers the builder can stack, by name.
+"""Every recurrent layer the builder can stack, by name.
 
-A factory takes ``(units, *, stateful, initializer, **cell_kwargs)`` and
-returns a Keras RNN layer with ``return_sequences=True``. Later model
-families register theirs with :func:`register_recurrent_layer`; a Keras
-RNN cell class or instance can also be passed to the builder directly.
+The builder makes each of its recurrent layers here, so this registry is
+the one list of them (:func:`recurrent_layer_names`):
+
+* ``lstm`` (the package's fused LSTM), ``keras_lstm``, ``gru``,
+  ``simple_rnn``: Keras-style layers;
+* ``weight_drop_lstm``: the fused LSTM with a DropConnect recurrent kernel
+  (AWD-LSTM; arguments ``weight_dropout``, ``seed``), what the builder
+  makes for ``cell="lstm"`` with ``weight_dropout > 0``;
+* ``mmlstm``: the Major-Minor LSTM (arguments ``major_proportion``,
+  ``minor_input``, ``weight_dropout``, ``seed``);
+* ``multicell_lstm``: the multi-cell LSTM;
+* ``mrnn``, ``mlstm``, ``tmlstm``, ``mgru``, ``tmgru``: multiplicative
+  cells (:mod:`keras_rnnlm.layers.multiplicative`).
+
+A factory takes ``(units, *, stateful, initializer, name, **kwargs)`` and
+returns a Keras recurrent layer with ``return_sequences=True``; the
+initializer goes to every weight (:func:`~keras_rnnlm.models.initializers.
+with_initializer`). Later model families register theirs with
+:func:`register_recurrent_layer`; a Keras RNN cell class or instance can
+also be passed to the builder directly.
 """
 
 import keras
 
 from keras_rnnlm.layers import stateful as stateful_layers
 from keras_rnnlm.layers.lstm import LSTM
-from keras_rnnlm.layers.multicell_lstm import make_multicell_layer
+from keras_rnnlm.layers.major_minor_lstm import MajorMinorLSTM
+from keras_rnnlm.layers.multicell_lstm import MultiCellLSTM
 from keras_rnnlm.layers.multiplicative import CELLS as MULTIPLICATIVE_CELLS
 from keras_rnnlm.layers.multiplicative import MultiplicativeRNN
+from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
+from keras_rnnlm.models.initializers import with_initializer
 
 _REGISTRY = {}
 
@@ -34,53 +53,50 @@ def recurrent_layer_names():
     return sorted(_REGISTRY)
 
 
-def _inits(initializer):
-    if initializer is None:
-        return {}
-    return {
-        "kernel_initializer": initializer,
-        "recurrent_initializer": initializer,
-        "bias_initializer": initializer,
-    }
+def _layer_factory(layer_cls, lstm=False):
+    """Factory of a recurrent layer class taking ``units`` and the Keras
+    RNN layer arguments; ``lstm``: see :func:`with_initializer`."""
 
-
-def _keras_rnn(layer_cls, **fixed):
     def factory(units, *, stateful, initializer=None, name=None, **kw):
-        if initializer is not None and issubclass(layer_cls, keras.layers.LSTM):
-            # A uniform init covers the biases too (Zaremba et al.): no
-            # forget-gate bias of 1 unless asked for.
-            kw.setdefault("unit_forget_bias", False)
         return layer_cls(
             units,
             return_sequences=True,
             stateful=stateful,
             name=name,
-            **fixed,
-            **_inits(initializer),
-            **kw,
+            **with_initializer(kw, initializer, lstm=lstm),
         )
 
     return factory
 
 
-register_recurrent_layer("lstm", _keras_rnn(LSTM))
+register_recurrent_layer("lstm", _layer_factory(LSTM, lstm=True))
+register_recurrent_layer(
+    "weight_drop_lstm", _layer_factory(WeightDropLSTM, lstm=True)
+)
+register_recurrent_layer("mmlstm", _layer_factory(MajorMinorLSTM, lstm=True))
+register_recurrent_layer(
+    "multicell_lstm", _layer_factory(MultiCellLSTM, lstm=True)
+)
 # Keras's own layers, with the carried state tracked so that it survives
 # the JAX backend's stateless train/test steps (keras_rnnlm.layers.stateful).
-register_recurrent_layer("keras_lstm", _keras_rnn(stateful_layers.KerasLSTM))
-register_recurrent_layer("gru", _keras_rnn(stateful_layers.GRU))
-register_recurrent_layer("simple_rnn", _keras_rnn(stateful_layers.SimpleRNN))
-register_recurrent_layer("multicell_lstm", make_multicell_layer)
+register_recurrent_layer(
+    "keras_lstm", _layer_factory(stateful_layers.KerasLSTM, lstm=True)
+)
+register_recurrent_layer("gru", _layer_factory(stateful_layers.GRU))
+register_recurrent_layer(
+    "simple_rnn", _layer_factory(stateful_layers.SimpleRNN)
+)
 
 
 def _multiplicative(cell_cls):
     def factory(
         units, *, stateful, initializer=None, name=None, fused="auto", **kw
     ):
-        inits = _inits(initializer)
-        if initializer is not None:
-            inits["intermediate_initializer"] = initializer
+        kw = with_initializer(
+            kw, initializer, weights=("intermediate_initializer",)
+        )
         return MultiplicativeRNN(
-            cell_cls(units, **inits, **kw),
+            cell_cls(units, **kw),
             return_sequences=True,
             stateful=stateful,
             fused=fused,
@@ -125,7 +141,7 @@ def make_recurrent_layer(
     if isinstance(cell, keras.layers.RNN):
         return cell
     if isinstance(cell, type):
-        cell = cell(units, **_inits(initializer), **cell_kwargs)
+        cell = cell(units, **with_initializer(cell_kwargs, initializer))
     if not hasattr(cell, "state_size"):
         raise TypeError(
             f"Expected a recurrent layer name, an RNN cell or an RNN layer; "

@@ -28,11 +28,14 @@ does -- the package's fused ``LSTM``, ``MultiplicativeRNN``, Keras's
   ``(outputs, *final_states)`` when ``return_state`` is set;
 * the same weights, in the same order (``get_weights``), as its twin.
 
-A recurrent layer is recognised as an instance of ``keras.layers.RNN`` or
-any layer with ``get_initial_state`` whose config has ``return_state``
-(e.g. :class:`~keras_rnnlm.layers.major_minor_lstm.MajorMinorLSTM`, which
-holds two LSTMs: recurrent layers inside a recurrent layer are its own
-business and get no twin).
+The recurrent layers are those of
+:func:`~keras_rnnlm.models.state.outer_recurrent_layers`, the ones
+:func:`~keras_rnnlm.models.state.reset_states` resets: instances of
+``keras.layers.RNN`` or any layer with ``get_initial_state`` whose config
+has ``return_state`` (e.g.
+:class:`~keras_rnnlm.layers.major_minor_lstm.MajorMinorLSTM`, which holds
+two LSTMs: recurrent layers inside a recurrent layer are its own business
+and get no twin).
 """
 
 import keras
@@ -40,6 +43,10 @@ import numpy as np
 from keras import ops
 
 from keras_rnnlm.layers.recurrence import set_forward_only
+
+# is_recurrent_layer: also keras_rnnlm.scoring.is_recurrent_layer.
+from keras_rnnlm.models.state import is_recurrent_layer  # noqa: F401
+from keras_rnnlm.models.state import outer_recurrent_layers
 
 STATE_PREFIX = "state"
 
@@ -56,31 +63,6 @@ class GatherPositions(keras.layers.Layer):
 
     def compute_output_spec(self, x, positions):
         return keras.KerasTensor((1, None, *x.shape[2:]), dtype=x.dtype)
-
-
-def is_recurrent_layer(layer):
-    """Whether ``layer`` carries recurrent state (see module docstring)."""
-    if isinstance(layer, keras.layers.RNN):
-        return True
-    if not hasattr(layer, "get_initial_state"):
-        return False
-    try:
-        return "return_state" in layer.get_config()
-    except NotImplementedError:
-        return False
-
-
-def _outer_recurrent_layers(layer):
-    """Recurrent layers under ``layer``, in layer order, not descending
-    into a recurrent layer (the LSTMs inside a MajorMinorLSTM are part of
-    it, not twins of their own)."""
-    found = []
-    for sub in layer._flatten_layers(include_self=False, recursive=False):
-        if is_recurrent_layer(sub):
-            found.append(sub)
-        else:
-            found.extend(_outer_recurrent_layers(sub))
-    return found
 
 
 def _twin(layer, portable=False):
@@ -211,7 +193,7 @@ def build_inference_model(model, portable=False):
         raise ValueError(
             f"Expected a functional keras.Model, got {type(model).__name__}"
         )
-    layers = _outer_recurrent_layers(model)
+    layers = outer_recurrent_layers(model)
     if not layers:
         raise ValueError(
             f"Model {model.name!r} has no recurrent layer (see "

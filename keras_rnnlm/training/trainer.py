@@ -34,9 +34,9 @@ from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import validate_model_config
-from keras_rnnlm.models.builder import has_targets_input
-from keras_rnnlm.models.builder import model_parameters
-from keras_rnnlm.models.builder import set_sampler_counts
+from keras_rnnlm.models.samplers import has_targets_input
+from keras_rnnlm.models.samplers import set_sampler_counts
+from keras_rnnlm.models.weights import model_parameters
 
 OPTIMIZERS = ("sgd", "adam")
 

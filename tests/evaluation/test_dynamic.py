@@ -18,8 +18,8 @@ from keras_rnnlm.evaluation.dynamic import DynamicEvaluator
 from keras_rnnlm.evaluation.dynamic import gradient_statistics
 from keras_rnnlm.evaluation.evaluator import Evaluator
 from keras_rnnlm.models import build_language_model
-from keras_rnnlm.models.builder import copy_weights
-from keras_rnnlm.models.builder import reset_states
+from keras_rnnlm.models.state import reset_states
+from keras_rnnlm.models.weights import copy_weights
 
 V = 11
 TINY = ModelConfig(

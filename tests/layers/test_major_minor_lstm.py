@@ -12,7 +12,7 @@ from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import copy_weights
 from keras_rnnlm.models import reset_states
-from keras_rnnlm.models.builder import recurrent_layers
+from keras_rnnlm.models.state import outer_recurrent_layers
 from keras_rnnlm.scoring.inference_model import build_inference_model
 
 B, T, D, E = 3, 7, 5, 4  # batch, time, previous-layer size, embedding size
@@ -429,7 +429,8 @@ def test_builder_carries_state(minor_input):
     model = build_language_model(cfg, 20, 2, seed=0)
     whole = build_language_model(cfg, 20, None, stateful=False, seed=0)
     copy_weights(model, whole)
-    assert [la.name for la in recurrent_layers(model)] == ["rnn_0", "rnn_1"]
+    names = [la.name for la in outer_recurrent_layers(model)]
+    assert names == ["rnn_0", "rnn_1"]
     ids = np.random.default_rng(0).integers(0, 20, (2, 12)).astype("int32")
     ref = ops.convert_to_numpy(whole(ids))
     reset_states(model)
@@ -442,7 +443,7 @@ def test_builder_carries_state(minor_input):
     )
     np.testing.assert_allclose(out, ref, atol=1e-5)
     reset_states(model)
-    for layer in recurrent_layers(model):
+    for layer in outer_recurrent_layers(model):
         assert not any(ops.convert_to_numpy(v).any() for v in layer.states)
     infer = build_inference_model(whole)
     assert infer.state_shapes == [(7,), (7,), (3,), (3,)] + [(3,)] * 4

@@ -98,9 +98,9 @@ def test_init_range_uniform():
 
 @pytest.mark.parametrize("head", ["tied", "softmax"])
 def test_sampled_softmax_training_model_and_full_eval_twin(head, tmp_path):
-    from keras_rnnlm.models.builder import has_targets_input
-    from keras_rnnlm.models.builder import model_parameters
-    from keras_rnnlm.models.builder import set_sampler_counts
+    from keras_rnnlm.models.samplers import has_targets_input
+    from keras_rnnlm.models.samplers import set_sampler_counts
+    from keras_rnnlm.models.weights import model_parameters
 
     cfg = ModelConfig(
         embedding_dim=8, hidden_sizes=[8], head=head, sampled_softmax=6
@@ -149,3 +149,116 @@ def test_sampled_softmax_config_errors(changes, match):
     )
     with pytest.raises(ConfigError, match=match):
         build_language_model(dataclasses.replace(cfg, **changes), 40, 2)
+
+
+def test_layer_dropouts_rules():
+    from keras_rnnlm.models.builder import layer_dropouts
+
+    # None falls back to dropout (dropouti and dropouth alike).
+    cfg = ModelConfig(hidden_sizes=[4, 4, 4], dropout=0.4)
+    assert layer_dropouts(cfg) == [0.4, 0.4, 0.4, 0.4]
+    # dropouth is between layers only: the last layer's output (the head's
+    # input) uses dropout.
+    cfg = ModelConfig(
+        hidden_sizes=[4, 4, 4], dropout=0.4, dropouti=0.65, dropouth=0.3
+    )
+    assert layer_dropouts(cfg) == [0.65, 0.3, 0.3, 0.4]
+    cfg = ModelConfig(hidden_sizes=[4], dropout=0.4, dropouth=0.3)
+    assert layer_dropouts(cfg) == [0.4, 0.4]
+
+
+def test_built_dropouts_follow_layer_dropouts():
+    cfg = ModelConfig(
+        embedding_dim=4,
+        hidden_sizes=[4, 4],
+        dropout=0.4,
+        dropouti=0.1,
+        dropouth=0.25,
+        locked_dropout=True,
+    )
+    model = build_language_model(cfg, 10, None, stateful=False, seed=0)
+    rates = {
+        layer.name: layer.rate
+        for layer in model.layers
+        if layer.name.startswith("locked_dropout_")
+    }
+    assert rates == {
+        "locked_dropout_0": 0.1,
+        "locked_dropout_1": 0.25,
+        "locked_dropout_2": 0.4,
+    }
+
+
+def test_seed_offsets_are_pinned():
+    """A seeded run is reproducible only while these stay the same."""
+    from keras_rnnlm.models import builder
+
+    assert (
+        builder.EMBEDDING_INIT_SEED,
+        builder.RECURRENT_INIT_SEED,
+        builder.MIXTURE_INIT_SEED,
+        builder.DECODER_INIT_SEED,
+        builder.DROPOUT_SEED,
+        builder.EMBEDDING_DROPOUT_SEED,
+        builder.SAMPLER_SEED,
+        builder.WEIGHT_DROP_SEED,
+        builder.LATENT_DROPOUT_SEED,
+    ) == (0, 1, 98, 99, 100, 150, 160, 200, 300)
+    cfg = ModelConfig(
+        embedding_dim=4,
+        hidden_sizes=[4, 4],
+        head="tied",
+        dropout=0.3,
+        dropoute=0.1,
+        weight_dropout=0.5,
+        sampled_softmax=3,
+    )
+    model = build_language_model(cfg, 10, None, stateful=False, seed=7)
+    layers = {layer.name: layer for layer in model.layers}
+    assert layers["dropout_0"].seed == 107
+    assert layers["dropout_2"].seed == 109
+    assert layers["embedding_dropout"].seed == 157
+    assert [layers[f"rnn_{i}"].seed for i in (0, 1)] == [207, 208]
+    init = layers["rnn_1"].cell.kernel_initializer
+    assert init.seed == 9
+
+
+def test_outer_recurrent_layers_shared_with_scoring():
+    from keras_rnnlm.models.state import outer_recurrent_layers
+    from keras_rnnlm.scoring import inference_model
+
+    assert inference_model.outer_recurrent_layers is outer_recurrent_layers
+    cfg = ModelConfig(
+        embedding_dim=6,
+        hidden_sizes=[8, 6],
+        cell="mmlstm",
+        major_proportions=[0.5, 1.0],
+    )
+    stateless = build_language_model(cfg, 10, None, stateful=False)
+    stateful = build_language_model(cfg, 10, 2)
+    # Stateful or not, the outer layers only (not the LSTMs inside a
+    # MajorMinorLSTM): what reset_states resets and what scoring twins.
+    for model in (stateless, stateful):
+        found = outer_recurrent_layers(model)
+        assert [la.name for la in found] == ["rnn_0", "rnn_1"]
+    infer = inference_model.build_inference_model(stateless)
+    assert infer.state_names[0].startswith("state_0_")
+    assert infer.state_names[-1].startswith("state_1_")
+
+
+def test_weight_dropped_lstm_comes_from_the_registry():
+    from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
+    from keras_rnnlm.models.builder import recurrent_layer_name
+
+    cfg = ModelConfig(embedding_dim=4, hidden_sizes=[4], weight_dropout=0.5)
+    assert recurrent_layer_name(cfg) == "weight_drop_lstm"
+    plain = dataclasses.replace(cfg, weight_dropout=0.0)
+    assert recurrent_layer_name(plain) == "lstm"
+    model = build_language_model(cfg, 10, 2, seed=0)
+    layer = model.get_layer("rnn_0")
+    assert isinstance(layer, WeightDropLSTM)
+    assert layer.weight_dropout == 0.5
+    # the same layer by its registry name
+    cfg = dataclasses.replace(cfg, cell="weight_drop_lstm")
+    model = build_language_model(cfg, 10, 2, seed=0)
+    assert isinstance(model.get_layer("rnn_0"), WeightDropLSTM)

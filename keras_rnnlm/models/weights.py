@@ -1,0 +1,37 @@
+"""The weights of builder models: copying them between models, counting
+them."""
+
+import keras
+
+from keras_rnnlm.models.samplers import model_samplers
+
+
+def copy_weights(source, target):
+    """Copies trainable weights between two models built from one config.
+
+    The models may differ in batch size (their state variables are not
+    copied). Raises ValueError if the structures differ.
+    """
+    src, dst = source.trainable_variables, target.trainable_variables
+    if len(src) != len(dst):
+        raise ValueError(
+            f"Models differ: {len(src)} vs {len(dst)} trainable variables"
+        )
+    for s, d in zip(src, dst):
+        if tuple(s.shape) != tuple(d.shape):
+            raise ValueError(
+                f"Weight shape mismatch: {s.path} {s.shape} vs "
+                f"{d.path} {d.shape}"
+            )
+        # A copy: on JAX, assigning the array itself would alias the two
+        # models' buffers, and a compiled step of one (which donates its
+        # variables' buffers) would delete the other's weights.
+        d.assign(keras.ops.copy(s.value))
+
+
+def model_parameters(model):
+    """``model.count_params()`` without the candidate samplers' word
+    counts (data, not parameters)."""
+    return model.count_params() - sum(
+        s.vocab_size for s in model_samplers(model)
+    )
