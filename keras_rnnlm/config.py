@@ -69,8 +69,10 @@ class ModelConfig:
             character-level models; no embedding parameters).
         hidden_sizes: one entry per recurrent layer.
         cell: recurrent layer name (see
-            :func:`keras_rnnlm.models.recurrent_layer_names`), or
-            ``mmlstm`` for Major-Minor LSTM layers
+            :func:`keras_rnnlm.models.recurrent_layer_names`), e.g.
+            ``lstm`` (weight-dropped with ``weight_dropout``: the
+            registry's ``weight_drop_lstm``) or ``mmlstm`` for Major-Minor
+            LSTM layers
             (:class:`keras_rnnlm.layers.major_minor_lstm.MajorMinorLSTM`,
             weight-dropped with ``weight_dropout``).
         cell_kwargs: extra constructor arguments of that layer.

@@ -816,22 +816,3 @@ class MultiCellLSTM(FusedRecurrence, keras.layers.RNN):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
-
-
-def make_multicell_layer(
-    units, *, stateful, initializer=None, name=None, **kwargs
-):
-    """Recurrent-registry factory of ``"multicell_lstm"``.
-
-    ``initializer`` (the builder's U(-r, r)) goes to the kernel, recurrent
-    kernel and bias, with no forget-gate bias of 1 (as for ``"lstm"``).
-    """
-    if initializer is not None:
-        kwargs.setdefault("kernel_initializer", initializer)
-        kwargs.setdefault("recurrent_initializer", initializer)
-        kwargs.setdefault("bias_initializer", initializer)
-        kwargs.setdefault("unit_forget_bias", False)
-    return MultiCellLSTM(
-        units, return_sequences=True, stateful=stateful, name=name, **kwargs
-    )
-
