@@ -2,7 +2,7 @@
 High-Rank Language Model") on PTB.
 
     python recipes/awd_lstm_doc_ptb.py [--preset paper|cpu] [--set ...]
-    python -m keras_rnnlm.training.finetune runs/awd_lstm_doc_ptb
+    keras-rnnlm finetune runs/awd_lstm_doc_ptb
 
 Paper: PTB 23M params: 54.62/52.87 valid/test, repeated finetuning (fin)
 54.12/52.38.
@@ -13,11 +13,11 @@ Presets (keras_rnnlm/presets/awd_lstm.py documents every value):
   NT-ASGD interval 1); its perplexities are NOT comparable with the paper.
 """
 
+from keras_rnnlm.cli import recipe_main
 from keras_rnnlm.presets.awd_lstm import awd_presets
-from keras_rnnlm.recipe import main
 
 PRESETS = awd_presets("awd_lstm_doc", "ptb")
 DEFAULT_PRESET = "paper"
 
 if __name__ == "__main__":
-    main(PRESETS, DEFAULT_PRESET, description=__doc__)
+    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, description=__doc__))

@@ -2,7 +2,7 @@
 High-Rank Language Model") on WT2.
 
     python recipes/awd_lstm_doc_wt2.py [--preset paper|cpu] [--set ...]
-    python -m keras_rnnlm.training.finetune runs/awd_lstm_doc_wt2
+    keras-rnnlm finetune runs/awd_lstm_doc_wt2
 
 Paper (Table 8): WT2 37M params: 60.97/58.55, finetuned (fin) 60.29/58.03.
 Presets (keras_rnnlm/presets/awd_lstm.py documents every value):
@@ -13,11 +13,11 @@ Presets (keras_rnnlm/presets/awd_lstm.py documents every value):
   NT-ASGD interval 1); its perplexities are NOT comparable with the paper.
 """
 
+from keras_rnnlm.cli import recipe_main
 from keras_rnnlm.presets.awd_lstm import awd_presets
-from keras_rnnlm.recipe import main
 
 PRESETS = awd_presets("awd_lstm_doc", "wt2")
 DEFAULT_PRESET = "paper"
 
 if __name__ == "__main__":
-    main(PRESETS, DEFAULT_PRESET, description=__doc__)
+    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, description=__doc__))

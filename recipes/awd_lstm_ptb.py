@@ -2,7 +2,7 @@
 Language Models") on PTB.
 
     python recipes/awd_lstm_ptb.py [--preset paper|cpu] [--set ...]
-    python -m keras_rnnlm.training.finetune runs/awd_lstm_ptb
+    keras-rnnlm finetune runs/awd_lstm_ptb
 
 Paper: PTB 24M params: paper 60.0/57.3 valid/test, finetuned (reference code
 README) 58.8/56.5.
@@ -13,11 +13,11 @@ Presets (keras_rnnlm/presets/awd_lstm.py documents every value):
   NT-ASGD interval 1); its perplexities are NOT comparable with the paper.
 """
 
+from keras_rnnlm.cli import recipe_main
 from keras_rnnlm.presets.awd_lstm import awd_presets
-from keras_rnnlm.recipe import main
 
 PRESETS = awd_presets("awd_lstm", "ptb")
 DEFAULT_PRESET = "paper"
 
 if __name__ == "__main__":
-    main(PRESETS, DEFAULT_PRESET, description=__doc__)
+    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, description=__doc__))

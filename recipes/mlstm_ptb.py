@@ -27,8 +27,8 @@ Paper (test BPC, 292K parameters): mLSTM 1.11, tmLSTM 1.09, tmGRU 1.08,
 mGRU 1.07; larger mGRU (2.1M) 0.98.
 """
 
+from keras_rnnlm.cli import recipe_main
 from keras_rnnlm.presets import char_lm_presets
-from keras_rnnlm.recipe import main
 
 CELLS = ("mlstm", "tmlstm", "mgru", "tmgru", "mrnn", "lstm", "gru")
 SIZES = {
@@ -54,9 +54,11 @@ PAPER_TEST_BPC = {
 }
 
 if __name__ == "__main__":
-    main(
-        PRESETS,
-        DEFAULT_PRESET,
-        description=__doc__,
-        axes={"cell": (CELLS, "mlstm"), "size": (tuple(SIZES), "paper")},
+    raise SystemExit(
+        recipe_main(
+            PRESETS,
+            DEFAULT_PRESET,
+            description=__doc__,
+            axes={"cell": (CELLS, "mlstm"), "size": (tuple(SIZES), "paper")},
+        )
     )

@@ -22,15 +22,15 @@ Paper (test BPC): mLSTM-family models at ~1.40 (best 1.40); larger mGRU
 1.21.
 """
 
-from keras_rnnlm.layers.multiplicative import model_params
+from keras_rnnlm.cli import recipe_main
+from keras_rnnlm.models.params import char_model_params
 from keras_rnnlm.presets import char_lm_presets
-from keras_rnnlm.recipe import main
 
 ALPHABET = 27
 CELLS = ("mlstm", "tmlstm", "mgru", "tmgru", "mrnn", "lstm", "gru")
 SIZES = {
     "paper": {
-        "params": model_params("mlstm", 450, ALPHABET),
+        "params": char_model_params("mlstm", 450, ALPHABET),
         "units_by_cell": {"mlstm": 450},
     },
     "large": {"units": 450, "intermediate_size": 450},
@@ -48,9 +48,11 @@ DEFAULT_PRESET = "mlstm-paper"
 PAPER_TEST_BPC = {"mgru-large": 1.21}
 
 if __name__ == "__main__":
-    main(
-        PRESETS,
-        DEFAULT_PRESET,
-        description=__doc__,
-        axes={"cell": (CELLS, "mlstm"), "size": (tuple(SIZES), "paper")},
+    raise SystemExit(
+        recipe_main(
+            PRESETS,
+            DEFAULT_PRESET,
+            description=__doc__,
+            axes={"cell": (CELLS, "mlstm"), "size": (tuple(SIZES), "paper")},
+        )
     )

@@ -1,7 +1,7 @@
 """AWD-MMLSTM-MoS ("Major-Minor LSTMs for Word-Level Language Model") on PTB.
 
     python recipes/mmlstm_ptb.py [--preset NAME] [--set ...]
-    python -m keras_rnnlm.training.finetune runs/awd_mmlstm_mos_ptb
+    keras-rnnlm finetune runs/awd_mmlstm_mos_ptb
 
 Paper (Table II): 21.3M params: 56.52/54.51 valid/test, finetuned
 55.42/53.46, + dynamic evaluation 47.31/46.81.
@@ -20,11 +20,11 @@ every parameter count against the paper):
   NT-ASGD interval 1); its perplexities are NOT comparable with the paper.
 """
 
+from keras_rnnlm.cli import recipe_main
 from keras_rnnlm.presets.major_minor_lstm import mmlstm_presets
-from keras_rnnlm.recipe import main
 
 PRESETS = mmlstm_presets("ptb")
 DEFAULT_PRESET = "paper"
 
 if __name__ == "__main__":
-    main(PRESETS, DEFAULT_PRESET, description=__doc__)
+    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, description=__doc__))

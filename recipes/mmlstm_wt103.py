@@ -43,11 +43,11 @@ softmax (7.96x; 3.98x at batch 16, where the dense Adam update of the
 full softmax's. The corpus (~180 MB) is not downloaded offline.
 """
 
+from keras_rnnlm.cli import recipe_main
 from keras_rnnlm.presets.major_minor_lstm import wt103_presets
-from keras_rnnlm.recipe import main
 
 PRESETS = wt103_presets()
 DEFAULT_PRESET = "paper"
 
 if __name__ == "__main__":
-    main(PRESETS, DEFAULT_PRESET, description=__doc__)
+    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, description=__doc__))

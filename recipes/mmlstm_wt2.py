@@ -2,7 +2,7 @@
 WikiText-2.
 
     python recipes/mmlstm_wt2.py [--preset NAME] [--set ...]
-    python -m keras_rnnlm.training.finetune runs/awd_mmlstm_mos_wt2
+    keras-rnnlm finetune runs/awd_mmlstm_mos_wt2
 
 Paper (Table III): 32.3M params: 64.30/61.77 valid/test, finetuned
 63.11/60.51, + dynamic evaluation 41.91/40.15.
@@ -19,11 +19,11 @@ every parameter count against the paper):
   NT-ASGD interval 1); its perplexities are NOT comparable with the paper.
 """
 
+from keras_rnnlm.cli import recipe_main
 from keras_rnnlm.presets.major_minor_lstm import mmlstm_presets
-from keras_rnnlm.recipe import main
 
 PRESETS = mmlstm_presets("wt2")
 DEFAULT_PRESET = "paper"
 
 if __name__ == "__main__":
-    main(PRESETS, DEFAULT_PRESET, description=__doc__)
+    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, description=__doc__))

@@ -54,9 +54,9 @@ compute exactly a standard LSTM.
 import argparse
 import sys
 
+from keras_rnnlm.cli import recipe_main
 from keras_rnnlm.layers.multicell_lstm import INITIAL_CELLS
 from keras_rnnlm.layers.multicell_lstm import STRATEGIES
-from keras_rnnlm.recipe import main
 
 BPTT = 35
 # size -> (units, dropout, lr, init range)

@@ -211,7 +211,7 @@ def run(argv=None, callbacks=()):
     """Runs the search; ``callbacks`` go to ``tuner.search`` (Keras Tuner
     deep-copies them for every trial)."""
     args = parse_args(argv)
-    from keras_rnnlm.training.trainer import load_run_corpus
+    from keras_rnnlm.runs import load_run_corpus
     from keras_rnnlm.tuning.base import base_config
     from keras_rnnlm.tuning.base import is_worker
     from keras_rnnlm.tuning.base import make_tuner

@@ -82,7 +82,7 @@ def write_results(rows, out):
 
 def run(argv=None):
     args = parse_args(argv)
-    from keras_rnnlm.training.trainer import load_run_corpus
+    from keras_rnnlm.runs import load_run_corpus
     from keras_rnnlm.tuning.base import is_worker
     from keras_rnnlm.tuning.base import make_tuner
     from keras_rnnlm.tuning.multicell import MultiCellHyperModel

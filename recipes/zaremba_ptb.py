@@ -20,7 +20,7 @@ more slowly: validation perplexity 451 after the first epoch instead of
 the paper code's ~180.)
 """
 
-from keras_rnnlm.recipe import main
+from keras_rnnlm.cli import recipe_main
 
 
 def _preset(hidden, bptt, dropout, init, clip, decay, start, epochs):
@@ -63,4 +63,4 @@ PRESETS = {
 DEFAULT_PRESET = "small"
 
 if __name__ == "__main__":
-    main(PRESETS, DEFAULT_PRESET, description=__doc__)
+    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, description=__doc__))

@@ -51,7 +51,7 @@ def test_text8_presets():
 
 def _run(recipe_path, args, capsys):
     recipe = load_recipe(recipe_path)
-    from keras_rnnlm.recipe import main
+    from keras_rnnlm.cli import recipe_main as main
 
     code = main(
         recipe.PRESETS,
@@ -102,9 +102,9 @@ def test_ptb_char_tiny_run_prints_parameters_and_bpc(tmp_path, capsys):
 
 
 def _cell_params(cell, units):
-    from keras_rnnlm.layers.multiplicative import count_params
+    from keras_rnnlm.models.params import cell_params
 
-    return count_params(cell, units, 50)
+    return cell_params(cell, units, 50)
 
 
 def test_text8_recipe_on_small_char_data(tmp_path, capsys):

@@ -172,7 +172,7 @@ def test_wt103_recipe_trains_on_small_wikitext_files(tmp_path, capsys, preset):
     WikiText-103 (``wikitext-103/wiki.{split}.tokens``; headings, blank
     lines and ``<unk>`` as in the release), the paper preset shrunk by
     overrides: it loads through the registry, trains, validates, tests."""
-    from keras_rnnlm.recipe import main
+    from keras_rnnlm.cli import recipe_main as main
 
     root = tmp_path / "data"
     (root / "wikitext-103").mkdir(parents=True)

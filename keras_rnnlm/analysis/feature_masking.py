@@ -55,6 +55,10 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_rnnlm.runs import load_run
+from keras_rnnlm.runs import load_run_corpus
+from keras_rnnlm.runs import make_evaluator
+
 #: The paper's P values: 0, 0.05, ..., 0.5.
 DEFAULT_PS = tuple(round(0.05 * k, 2) for k in range(11))
 ALL = "all"
@@ -149,7 +153,6 @@ class FeatureMaskingEvaluator:
     """
 
     def __init__(self, config, corpus, batch_size, bptt=None, seed=0):
-        from keras_rnnlm.training.trainer import make_evaluator
 
         self.seed = int(seed)
         self.masks = []
@@ -294,8 +297,6 @@ def feature_masking(
     Returns:
         Rows ``{"run", "layer", "p", "mean_ppl", "std_ppl", "ppls"}``.
     """
-    from keras_rnnlm.training.trainer import load_run
-    from keras_rnnlm.training.trainer import load_run_corpus
 
     for p in ps:
         if not 0.0 <= float(p) < 1.0:

@@ -10,14 +10,7 @@ import numpy as np
 
 from keras_rnnlm.callbacks.base import StatefulCallback
 from keras_rnnlm.callbacks.base import sync_model_state
-
-
-def atomic_write_text(path, text):
-    """Writes ``text`` to ``path`` via a temporary file and a rename."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+from keras_rnnlm.runs import atomic_write_text
 
 
 class BestCheckpoint(StatefulCallback):

@@ -9,7 +9,7 @@ import time
 
 import keras
 
-from keras_rnnlm.callbacks.checkpoint import atomic_write_text
+from keras_rnnlm.runs import atomic_write_text
 
 
 def git_commit(path=None):

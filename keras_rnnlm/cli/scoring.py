@@ -1,4 +1,4 @@
-"""``keras-rnnlm score | rescore | export`` (registered by ``cli.py``).
+"""``keras-rnnlm score | rescore | export``.
 
 keras-rnnlm score MODEL [FILE] [--json] [--no-bos] [--no-eos]
 keras-rnnlm rescore MODEL NBEST [--lm-weight W] [--word-penalty P]
@@ -15,6 +15,13 @@ import json
 import math
 import sys
 
+from keras_rnnlm.cli.errors import UsageError
+from keras_rnnlm.cli.train import add_debug_flag
+from keras_rnnlm.export import export_saved_model
+from keras_rnnlm.scoring import nbest
+from keras_rnnlm.scoring.loading import SavedModelScorer
+from keras_rnnlm.scoring.loading import load_scorer
+
 
 def _open_lines(path):
     stream = sys.stdin.buffer if path in (None, "-") else open(path, "rb")
@@ -27,9 +34,12 @@ def _open_lines(path):
 
 
 def _score(args):
-    from keras_rnnlm.scoring.loading import load_scorer
-
     scorer = load_scorer(args.model, weights=args.weights)
+    if isinstance(scorer, SavedModelScorer) and (args.no_bos or args.no_eos):
+        raise UsageError(
+            "--no-bos and --no-eos need a run directory: an exported model "
+            "scores with both sentence boundaries"
+        )
     lines = list(_open_lines(args.file))
     results = []
     for start in range(0, len(lines), 4096):
@@ -74,9 +84,6 @@ def _score(args):
 
 
 def _rescore(args):
-    from keras_rnnlm.scoring import nbest
-    from keras_rnnlm.scoring.loading import load_scorer
-
     lists = nbest.read_nbest(_open_lines(args.nbest))
     if not lists:
         raise nbest.NBestFormatError(f"{args.nbest}: no hypotheses")
@@ -109,8 +116,6 @@ def _rescore(args):
 
 
 def _export(args):
-    from keras_rnnlm.export import export_saved_model
-
     path = export_saved_model(
         args.run_dir,
         args.out,
@@ -123,23 +128,6 @@ def _export(args):
     return 0
 
 
-def _handle(func):
-    def run(args):
-        from keras_rnnlm.data.errors import DataError
-        from keras_rnnlm.scoring.nbest import NBestFormatError
-
-        try:
-            return func(args)
-        except (FileNotFoundError, FileExistsError, NBestFormatError) as e:
-            print(f"keras-rnnlm {args.command}: {e}", file=sys.stderr)
-            return 2
-        except DataError as e:
-            print(f"keras-rnnlm {args.command}: {e}", file=sys.stderr)
-            return 2
-
-    return run
-
-
 def add_scoring_commands(sub):
     """Adds the score, rescore and export subcommands to ``sub``."""
     s = sub.add_parser("score", help="log10 probability of each line")
@@ -149,7 +137,8 @@ def add_scoring_commands(sub):
     s.add_argument("--no-bos", action="store_true", help="see Scorer docs")
     s.add_argument("--no-eos", action="store_true", help="no </s> term")
     s.add_argument("--weights", help="weights file of a run directory")
-    s.set_defaults(func=_handle(_score))
+    add_debug_flag(s)
+    s.set_defaults(func=_score)
 
     r = sub.add_parser("rescore", help="rescore N-best lists with the LM")
     r.add_argument("model", help="run directory or exported SavedModel")
@@ -166,7 +155,8 @@ def add_scoring_commands(sub):
     r.add_argument("--reference", help="utt_id<TAB>reference: report WER")
     r.add_argument("--out", help="write the re-ranked lists here")
     r.add_argument("--weights", help="weights file of a run directory")
-    r.set_defaults(func=_handle(_rescore))
+    add_debug_flag(r)
+    r.set_defaults(func=_rescore)
 
     e = sub.add_parser("export", help="export a run as a TF SavedModel")
     e.add_argument("run_dir")
@@ -179,4 +169,5 @@ def add_scoring_commands(sub):
         help="generic recurrent loop, no XLA-compiled function in the graph",
     )
     e.add_argument("--overwrite", action="store_true")
-    e.set_defaults(func=_handle(_export))
+    add_debug_flag(e)
+    e.set_defaults(func=_export)

@@ -75,11 +75,15 @@ import numpy as np
 from keras import ops
 
 from keras_rnnlm.data.streams import LMSequence
-from keras_rnnlm.evaluation.evaluator import safe_exp
+from keras_rnnlm.evaluator import Evaluator
+from keras_rnnlm.evaluator import safe_exp
 from keras_rnnlm.metrics import token_nll
 from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.state import reset_states
 from keras_rnnlm.models.weights import copy_weights
+from keras_rnnlm.runs import atomic_write_text
+from keras_rnnlm.runs import load_run
+from keras_rnnlm.runs import load_run_corpus
 
 VARIANTS = ("rms", "sgd")
 STATISTICS = ("mean", "sum")
@@ -737,9 +741,6 @@ def dynamic_evaluate_run(
         The result dict of :meth:`DynamicEvaluator.evaluate` plus
         ``split``, ``weights``, ``preset`` (and ``static``).
     """
-    from keras_rnnlm.callbacks.checkpoint import atomic_write_text
-    from keras_rnnlm.training.trainer import load_run
-    from keras_rnnlm.training.trainer import load_run_corpus
 
     config, vocab = load_run(run_dir)
     corpus = load_run_corpus(config, vocab)
@@ -764,7 +765,6 @@ def dynamic_evaluate_run(
     )
     result = {"split": split, "weights": weights, "preset": preset, **result}
     if static:
-        from keras_rnnlm.evaluation.evaluator import Evaluator
 
         sev = Evaluator(
             config.model,

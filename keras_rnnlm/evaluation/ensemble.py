@@ -5,21 +5,22 @@ model (stateful streams, the state of each member carried from window to
 window, validation batch 10 / test batch 1). Computed in log space:
 ``log p = logsumexp_m(log p_m) - log M``.
 
-    python -m keras_rnnlm.evaluation.ensemble RUN_DIR [RUN_DIR ...] \\
+    keras-rnnlm ensemble RUN_DIR [RUN_DIR ...] \\
         [--split test] [--batch-size 1] [--bptt 70]
 """
 
-import argparse
-import json
 import math
+import os
 
 import numpy as np
 from keras import ops
 
 from keras_rnnlm.data.streams import LMSequence
-from keras_rnnlm.evaluation.evaluator import safe_exp
+from keras_rnnlm.evaluator import safe_exp
 from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.state import reset_states
+from keras_rnnlm.runs import load_run
+from keras_rnnlm.runs import load_run_corpus
 
 
 def _log_softmax(x):
@@ -76,10 +77,7 @@ def ensemble_evaluate(members, vocab_size, ids, batch_size, bptt):
 
 def ensemble_evaluate_runs(run_dirs, split="test", batch_size=None, bptt=None):
     """Ensemble of the best checkpoints of several runs on one corpus."""
-    import os
 
-    from keras_rnnlm.training.trainer import load_run
-    from keras_rnnlm.training.trainer import load_run_corpus
 
     members = []
     corpus = None
@@ -100,21 +98,3 @@ def ensemble_evaluate_runs(run_dirs, split="test", batch_size=None, bptt=None):
         members, len(corpus.vocab), corpus.split(split), batch_size, bptt
     )
     return {**result, "split": split, "batch_size": batch_size, "bptt": bptt}
-
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("run_dirs", nargs="+")
-    ap.add_argument("--split", default="test")
-    ap.add_argument("--batch-size", type=int)
-    ap.add_argument("--bptt", type=int)
-    args = ap.parse_args(argv)
-    r = ensemble_evaluate_runs(
-        args.run_dirs, args.split, args.batch_size, args.bptt
-    )
-    print(json.dumps(r, indent=2))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

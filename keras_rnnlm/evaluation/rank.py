@@ -7,7 +7,7 @@ most ``d + 2`` for a last layer of size ``d`` (the DOC paper reports 401
 for AWD-LSTM's d = 400); MoS/DOC are not bounded that way (10000 on PTB
 with enough contexts).
 
-    python -m keras_rnnlm.evaluation.rank RUN_DIR [--contexts 20000]
+    keras-rnnlm rank RUN_DIR [--contexts 20000]
 
 The rank is numerical: singular values above ``tol`` count. The model
 computes in float32, so every entry of A carries rounding noise of about
@@ -21,8 +21,7 @@ values fall from 14.4 (the 202nd) to 5.5e-5 (the 203rd), tol 6.4e-4, rank
 202 = d + bias + normaliser. ``output_rank`` reports that gap.
 """
 
-import argparse
-import json
+import os
 
 import numpy as np
 from keras import ops
@@ -30,6 +29,8 @@ from keras import ops
 from keras_rnnlm.data.streams import LMSequence
 from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.state import reset_states
+from keras_rnnlm.runs import load_run
+from keras_rnnlm.runs import load_run_corpus
 
 
 def log_prob_matrix(model, ids, num_contexts, bptt=70):
@@ -89,10 +90,7 @@ def _rank_and_spectrum(matrix, tol=None):
 
 def output_rank(run_dir, split="valid", num_contexts=20000, batch_size=10):
     """Rank of a run's best model's log-probability matrix on ``split``."""
-    import os
 
-    from keras_rnnlm.training.trainer import load_run
-    from keras_rnnlm.training.trainer import load_run_corpus
 
     config, vocab = load_run(run_dir)
     corpus = load_run_corpus(config, vocab)
@@ -111,17 +109,3 @@ def output_rank(run_dir, split="valid", num_contexts=20000, batch_size=10):
         "s_last_kept": float(s[rank - 1]) if rank else None,
         "s_first_dropped": float(s[rank]) if rank < len(s) else None,
     }
-
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("run_dir")
-    ap.add_argument("--split", default="valid")
-    ap.add_argument("--contexts", type=int, default=20000)
-    args = ap.parse_args(argv)
-    print(json.dumps(output_rank(args.run_dir, args.split, args.contexts)))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

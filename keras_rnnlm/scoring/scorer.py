@@ -39,6 +39,8 @@ from keras import ops
 
 from keras_rnnlm.data.errors import OOVError
 from keras_rnnlm.metrics import token_nll
+from keras_rnnlm.models import build_language_model
+from keras_rnnlm.runs import load_run
 from keras_rnnlm.scoring.inference_model import InferenceModel
 from keras_rnnlm.scoring.inference_model import build_inference_model
 from keras_rnnlm.scoring.tokenization import Tokenization
@@ -206,8 +208,6 @@ class Scorer:
     @classmethod
     def from_run(cls, run_dir, weights=None, **kwargs):
         """A scorer for a run directory's best (or given) weights."""
-        from keras_rnnlm.models import build_language_model
-        from keras_rnnlm.training.trainer import load_run
 
         if not os.path.isdir(run_dir):
             raise FileNotFoundError(f"No run directory at {run_dir!r}")

@@ -20,6 +20,8 @@ graph alike.
 import dataclasses
 import re
 
+from keras_rnnlm.data import CORPORA
+
 MODES = ("whitespace", "chars")
 _WS = re.compile(r"\s+")
 
@@ -66,7 +68,6 @@ class Tokenization:
 def tokenization_for_run(config, vocab):
     """The tokenisation matching a run's corpus (and its vocabulary)."""
     if config.data.level != "char":
-        from keras_rnnlm.data import CORPORA
 
         spec = CORPORA.get(config.data.corpus)
         if spec is None or spec.level != "char":

@@ -8,7 +8,7 @@ non-monotone condition fires on the averaged model's validation loss
 best checkpoint, until a round no longer improves the best validation loss
 (DOC's "(fin)": "we repeated fine-tuning until convergence").
 
-    python -m keras_rnnlm.training.finetune RUN_DIR [--rounds 5] [--set ...]
+    keras-rnnlm finetune RUN_DIR [--rounds 5] [--set ...]
 
 Round ``k`` writes ``RUN_DIR/finetune{k}/`` (a normal run directory).
 Differences from the reference: a round's BestCheckpoint starts empty, so
@@ -17,14 +17,13 @@ model's loss); the round-to-round comparison uses the best validation
 losses, so a round that does not improve ends the repetition either way.
 """
 
-import argparse
 import dataclasses
 import json
 import os
 
 from keras_rnnlm.callbacks.nt_asgd import nonmono_interval
 from keras_rnnlm.config import apply_overrides
-from keras_rnnlm.training.trainer import load_run
+from keras_rnnlm.runs import load_run
 from keras_rnnlm.training.trainer import train
 
 
@@ -75,21 +74,3 @@ def finetune(run_dir, rounds=1, overrides=(), resume=True):
         previous = best
         start = os.path.join(cfg.train.out_dir, "best.weights.h5")
     return out
-
-
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("run_dir")
-    ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--set", dest="overrides", action="append", default=[])
-    ap.add_argument("--no-resume", action="store_true")
-    args = ap.parse_args(argv)
-    rounds = finetune(
-        args.run_dir, args.rounds, args.overrides, resume=not args.no_resume
-    )
-    print(json.dumps([{k: r[k] for k in r if k != "results"} for r in rounds]))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

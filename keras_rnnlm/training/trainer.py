@@ -5,7 +5,6 @@ differs between papers is the model config (layers, head), the callbacks
 (schedules, averaging) and, later, model losses (AR/TAR) -- never the loop.
 """
 
-import json
 import os
 
 import keras
@@ -21,15 +20,12 @@ from keras_rnnlm.callbacks import TrainingDivergedError
 from keras_rnnlm.callbacks import Validation
 from keras_rnnlm.callbacks import make_lr_schedule
 from keras_rnnlm.callbacks.bptt_lr import SequenceLengthLRScale
-from keras_rnnlm.callbacks.checkpoint import atomic_write_text
 from keras_rnnlm.callbacks.nt_asgd import NTASGD
 from keras_rnnlm.callbacks.nt_asgd import nonmono_interval
 from keras_rnnlm.callbacks.regularization import RegularizerLogger
 from keras_rnnlm.config import ConfigError
-from keras_rnnlm.data import Vocabulary
-from keras_rnnlm.data import load_corpus
+from keras_rnnlm.config import load_config
 from keras_rnnlm.data.streams import LMSequence
-from keras_rnnlm.evaluation import Evaluator
 from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
 from keras_rnnlm.models import build_language_model
@@ -37,6 +33,14 @@ from keras_rnnlm.models import validate_model_config
 from keras_rnnlm.models.samplers import has_targets_input
 from keras_rnnlm.models.samplers import set_sampler_counts
 from keras_rnnlm.models.weights import model_parameters
+from keras_rnnlm.runs import CHECKPOINT_DIR
+from keras_rnnlm.runs import CONFIG_FILE
+from keras_rnnlm.runs import LOG_FILE
+from keras_rnnlm.runs import VOCAB_FILE
+from keras_rnnlm.runs import atomic_write_text
+from keras_rnnlm.runs import evaluate_run
+from keras_rnnlm.runs import load_run_corpus
+from keras_rnnlm.runs import make_evaluator
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -107,41 +111,6 @@ def build_training_model(config, corpus):
     return model
 
 
-def load_run_corpus(config, vocab=None):
-    """The corpus of a run (``vocab``: reuse a saved vocabulary).
-
-    ``data.max_train_tokens`` keeps only that prefix of the training
-    split (for every consumer: trainer, tuners, sampler counts)."""
-    d = config.data
-    if d.max_train_tokens is not None and d.max_train_tokens < 2 * d.batch_size:
-        raise ConfigError(
-            f"data.max_train_tokens={d.max_train_tokens} leaves no window "
-            f"at batch size {d.batch_size} (at least {2 * d.batch_size})"
-        )
-    return load_corpus(
-        d.corpus,
-        data_dir=d.data_dir,
-        level=d.level,
-        vocab=vocab,
-        max_tokens=d.max_tokens,
-        max_train_tokens=d.max_train_tokens,
-    )
-
-
-def make_evaluator(config, corpus, batch_size, bptt=None, **kwargs):
-    """The run's Evaluator for one batch size (and window); ``kwargs``
-    go to :class:`~keras_rnnlm.evaluation.Evaluator`."""
-    return Evaluator(
-        config.model,
-        len(corpus.vocab),
-        batch_size,
-        bptt or config.data.eval_bptt or config.data.bptt,
-        char_level=corpus.is_char_level,
-        jit_compile=config.train.jit_compile,
-        **kwargs,
-    )
-
-
 def make_train_stream(config, corpus):
     """The training ``LMSequence`` of a run (fixed or variable windows).
 
@@ -198,8 +167,8 @@ def train(config, callbacks=(), resume=True, init_weights=None):
     corpus, model = prepare_run(config)
     n_params = model_parameters(model)
     print(f"{config.name}: {n_params:,} parameters")
-    atomic_write_text(os.path.join(out, "config.json"), config.to_json())
-    corpus.vocab.save(os.path.join(out, "vocab.json"))
+    atomic_write_text(os.path.join(out, CONFIG_FILE), config.to_json())
+    corpus.vocab.save(os.path.join(out, VOCAB_FILE))
 
     d = config.data
     stream = make_train_stream(config, corpus)
@@ -258,7 +227,7 @@ def train(config, callbacks=(), resume=True, init_weights=None):
         *([SequenceLengthLRScale(stream)] if d.variable_bptt else []),
         best,
         *([nt_asgd] if nt_asgd else []),
-        keras.callbacks.CSVLogger(os.path.join(out, "log.csv"), append=True),
+        keras.callbacks.CSVLogger(os.path.join(out, LOG_FILE), append=True),
         *_tensorboard(config, out),
         *user,
         LearningCurve(out, checkpoint),
@@ -302,14 +271,12 @@ def check_resumable(config):
     weights into a different model). The train section may change (e.g.
     more epochs)."""
     out = config.train.out_dir
-    saved_path = os.path.join(out, "config.json")
+    saved_path = os.path.join(out, CONFIG_FILE)
     if not (
         os.path.exists(saved_path)
-        and os.path.isdir(os.path.join(out, "checkpoint"))
+        and os.path.isdir(os.path.join(out, CHECKPOINT_DIR))
     ):
         return
-    from keras_rnnlm.config import load_config
-
     saved = load_config(saved_path).to_dict()
     current = config.to_dict()
     changed = [
@@ -400,74 +367,3 @@ def _tensorboard(config, out):
     except ImportError:
         return []
     return [keras.callbacks.TensorBoard(os.path.join(out, "tensorboard"))]
-
-
-def load_run(run_dir):
-    """Reads a run's config and vocabulary."""
-    from keras_rnnlm.config import load_config
-
-    config = load_config(os.path.join(run_dir, "config.json"))
-    vocab = Vocabulary.load(os.path.join(run_dir, "vocab.json"))
-    return config, vocab
-
-
-def evaluate_run(
-    run_dir,
-    splits=("valid", "test"),
-    batch_sizes=None,
-    bptt=None,
-    weights=None,
-    config=None,
-    corpus=None,
-    write=True,
-):
-    """Evaluates a run's best (or given) weights on its corpus splits.
-
-    Args:
-        run_dir: the run directory.
-        splits: split names.
-        batch_sizes: dict split -> batch size (default: the run's
-            ``eval_batch_size`` for valid, ``test_batch_size`` for test).
-        bptt: evaluation window (default: the run's).
-        weights: a ``.weights.h5`` file (default: ``best.weights.h5``).
-        write: write ``results.json`` and ``model.keras``.
-    """
-    if config is None:
-        config, vocab = load_run(run_dir)
-    else:
-        vocab = None
-    d = config.data
-    if corpus is None:
-        corpus = load_run_corpus(config, vocab)
-    weights = weights or os.path.join(run_dir, "best.weights.h5")
-    if not os.path.exists(weights):
-        raise FileNotFoundError(
-            f"No weights at {weights}: the run has not finished an epoch"
-        )
-    defaults = {
-        "train": d.batch_size,
-        "valid": d.eval_batch_size or d.batch_size,
-        "test": d.test_batch_size,
-    }
-    batch_sizes = {**defaults, **(batch_sizes or {})}
-    results = {"weights": weights}
-    for split in splits:
-        ev = make_evaluator(config, corpus, batch_sizes[split], bptt)
-        ev.load_weights(weights)
-        r = ev.evaluate(corpus.split(split))
-        results[split] = {**r, "batch_size": batch_sizes[split]}
-        line = f"{split}: ppl {r['ppl']:.2f}"
-        if "bpc" in r:
-            line += f", bpc {r['bpc']:.4f}"
-        print(f"{line} ({r['tokens']} tokens, batch {batch_sizes[split]})")
-    if write:
-        atomic_write_text(
-            os.path.join(run_dir, "results.json"),
-            json.dumps(results, indent=2),
-        )
-        stateless = build_language_model(
-            config.model, len(corpus.vocab), None, stateful=False
-        )
-        stateless.load_weights(weights)
-        stateless.save(os.path.join(run_dir, "model.keras"))
-    return results

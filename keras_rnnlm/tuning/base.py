@@ -143,7 +143,7 @@ class RunConfigHyperModel(keras_tuner.HyperModel):
         from keras_rnnlm.callbacks import ResetStates
         from keras_rnnlm.callbacks import Validation
         from keras_rnnlm.callbacks import make_lr_schedule
-        from keras_rnnlm.training.trainer import make_evaluator
+        from keras_rnnlm.runs import make_evaluator
 
         d = config.data
         corpus = self.corpus

@@ -6,7 +6,7 @@ import pytest
 from keras_rnnlm.cli import main
 
 RECIPE = os.path.join(
-    os.path.dirname(__file__), "..", "recipes", "zaremba_ptb.py"
+    os.path.dirname(__file__), "..", "..", "recipes", "zaremba_ptb.py"
 )
 
 
@@ -40,9 +40,22 @@ def test_unknown_preset(capsys):
     assert main(["train", RECIPE, "--preset", "huge", "--print-config"]) == 2
 
 
-def test_missing_recipe():
+def test_missing_recipe_is_one_line_exit_2(capsys):
+    assert main(["train", "no_such_recipe.py"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        "keras-rnnlm train: error: Recipe file not found: no_such_recipe.py"
+    )
+
+
+def test_debug_shows_the_traceback():
     with pytest.raises(FileNotFoundError):
-        main(["train", "no_such_recipe.py"])
+        main(["train", "no_such_recipe.py", "--debug"])
+
+
+def test_config_and_recipe_together_is_a_usage_error(capsys):
+    assert main(["train", RECIPE, "--config", "run.json"]) == 2
+    assert "--config" in capsys.readouterr().err
 
 
 def test_zaremba_presets_match_paper():

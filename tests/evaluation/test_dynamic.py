@@ -16,7 +16,7 @@ from keras_rnnlm.config import ModelConfig
 from keras_rnnlm.evaluation.dynamic import PRESETS
 from keras_rnnlm.evaluation.dynamic import DynamicEvaluator
 from keras_rnnlm.evaluation.dynamic import gradient_statistics
-from keras_rnnlm.evaluation.evaluator import Evaluator
+from keras_rnnlm.evaluator import Evaluator
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models.state import reset_states
 from keras_rnnlm.models.weights import copy_weights
@@ -238,8 +238,8 @@ def test_zero_lr_and_lambda_reproduce_static_evaluation(cfg):
 def test_dynamic_evaluation_adapts_to_a_repetitive_split(tiny_run):
     """A trained model on a text repeating one sentence: adapting to it
     lowers the NLL well below the static NLL (both variants)."""
-    from keras_rnnlm.training.trainer import load_run
-    from keras_rnnlm.training.trainer import load_run_corpus
+    from keras_rnnlm.runs import load_run
+    from keras_rnnlm.runs import load_run_corpus
 
     config, vocab = load_run(tiny_run)
     corpus = load_run_corpus(config, vocab)
@@ -289,7 +289,7 @@ def test_cli_dynamic_eval(tiny_run, tmp_path, capsys):
         shutil.copy(os.path.join(tiny_run, name), run / name)
     run = str(run)
     out = os.path.join(run, "dyn.json")
-    args = ["dynamic-eval", run, "--split", "test", "--preset", "mos_ptb"]
+    args = ["dynamic-eval", run, "--split", "test", "--hparams", "mos_ptb"]
     args += ["--lr", "0.01", "--grad-batches", "3", "--max-tokens", "40"]
     assert main(args + ["--static", "--output", out]) == 0
     assert "dynamic-eval test: ppl" in capsys.readouterr().out

@@ -109,7 +109,7 @@ def test_stream_equals_evaluator_on_test_split(tiny_scorer, tiny_corpus_dir):
     # Streaming the whole test split (one <eos> per line, the first token
     # as context) is the evaluator's batch-1 stream: same perplexity.
     from keras_rnnlm.evaluation import Evaluator
-    from keras_rnnlm.training.trainer import load_run_corpus
+    from keras_rnnlm.runs import load_run_corpus
 
     config = tiny_scorer.config
     corpus = load_run_corpus(config, tiny_scorer.vocab)

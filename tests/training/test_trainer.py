@@ -9,7 +9,7 @@ import pytest
 
 from keras_rnnlm.callbacks import TrainingDivergedError
 from keras_rnnlm.config import apply_overrides
-from keras_rnnlm.training import evaluate_run
+from keras_rnnlm.runs import evaluate_run
 from keras_rnnlm.training import prepare_run
 from keras_rnnlm.training import train
 
@@ -140,7 +140,7 @@ def test_config_errors_before_training(tiny_config):
 
 def test_max_train_tokens_truncates_training_split_only(tiny_config):
     from keras_rnnlm.config import ConfigError
-    from keras_rnnlm.training.trainer import load_run_corpus
+    from keras_rnnlm.runs import load_run_corpus
     from keras_rnnlm.training.trainer import make_train_stream
 
     full_corpus = load_run_corpus(tiny_config)

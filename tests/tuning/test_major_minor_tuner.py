@@ -136,7 +136,7 @@ def test_budget_solver_keeps_ratios_and_checks_limits():
 def test_mmlstm_hypermodel_space_budget_and_deepcopy(tiny_corpus_dir):
     from keras_rnnlm.callbacks import NaNGuard
     from keras_rnnlm.callbacks import ResetStates
-    from keras_rnnlm.training.trainer import load_run_corpus
+    from keras_rnnlm.runs import load_run_corpus
 
     tune = _load("tune_mmlstm_ratio")
     config = base_config(
@@ -202,7 +202,7 @@ def test_mmlstm_hypermodel_space_budget_and_deepcopy(tiny_corpus_dir):
 
 
 def test_hidden_size_hypermodel_space(tiny_corpus_dir):
-    from keras_rnnlm.training.trainer import load_run_corpus
+    from keras_rnnlm.runs import load_run_corpus
 
     tune = _load("tune_mmlstm_ratio")
     config = base_config(

@@ -56,7 +56,7 @@ def test_tuner_end_to_end_writes_table_and_plot(tiny_corpus_dir, tmp_path):
 def test_hypermodel_space_and_deepcopy(tiny_corpus_dir):
     tune = _load("tune_multicell")
     config = tune.base_config("small", _tiny_overrides(tiny_corpus_dir))
-    from keras_rnnlm.training.trainer import load_run_corpus
+    from keras_rnnlm.runs import load_run_corpus
 
     hm = MultiCellHyperModel(
         config, load_run_corpus(config), cells=(2, 50), strategies=["min_max"]

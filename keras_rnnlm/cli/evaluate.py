@@ -1,0 +1,259 @@
+"""``keras-rnnlm evaluate | dynamic-eval | rank | ensemble |
+feature-masking``: the commands that read a trained run."""
+
+import argparse
+import json
+import os
+
+from keras_rnnlm.analysis.feature_masking import DEFAULT_PS
+from keras_rnnlm.analysis.feature_masking import feature_masking
+from keras_rnnlm.analysis.feature_masking import plot_curves
+from keras_rnnlm.analysis.feature_masking import write_csv
+from keras_rnnlm.cli.train import add_debug_flag
+from keras_rnnlm.evaluation.dynamic import PRESETS
+from keras_rnnlm.evaluation.dynamic import STATISTICS
+from keras_rnnlm.evaluation.dynamic import VARIANTS
+from keras_rnnlm.evaluation.dynamic import dynamic_evaluate_run
+from keras_rnnlm.evaluation.ensemble import ensemble_evaluate_runs
+from keras_rnnlm.evaluation.rank import output_rank
+from keras_rnnlm.runs import evaluate_run
+
+SPLITS = ("train", "valid", "test")
+
+
+def _evaluate(args):
+
+    batch_sizes = {args.split: args.batch_size} if args.batch_size else None
+    results = evaluate_run(
+        args.run_dir,
+        splits=(args.split,),
+        batch_sizes=batch_sizes,
+        bptt=args.bptt,
+        weights=args.weights,
+        write=False,
+    )
+    print(json.dumps(results, indent=2))
+    return 0
+
+
+def _dynamic_eval(args):
+
+    r = dynamic_evaluate_run(
+        args.run_dir,
+        split=args.split,
+        preset=args.hparams,
+        weights=args.weights,
+        max_tokens=args.max_tokens,
+        static=args.static,
+        output=args.output,
+        verbose=args.verbose,
+        jit_compile=not args.no_jit,
+        variant=args.variant,
+        lr=args.lr,
+        lamb=args.lamb,
+        epsilon=args.epsilon,
+        bptt=args.bptt,
+        grad_batch_size=args.grad_batch_size,
+        grad_bptt=args.grad_bptt,
+        grad_batches=args.grad_batches,
+        statistics=args.statistics,
+    )
+    line = f"dynamic-eval {args.split}: ppl {r['ppl']:.2f}"
+    if "bpc" in r:
+        line += f", bpc {r['bpc']:.4f}"
+    if "static" in r:
+        line += f" (static {r['static']['ppl']:.2f})"
+    print(
+        f"{line} ({r['tokens']} tokens, {r['variant']}, lr {r['lr']:g}, "
+        f"lambda {r['lambda']:g}, bptt {r['bptt']}, "
+        f"{r['tokens_per_s']:.0f} tokens/s)"
+    )
+    print(f"wrote {r['output']}")
+    return 0
+
+
+def _dynamic_eval_options(d):
+
+    d.add_argument("run_dir")
+    d.add_argument(
+        "--split", default="test", choices=SPLITS
+    )
+    d.add_argument(
+        "--hparams",
+        choices=sorted(PRESETS),
+        help="a named dynamic-evaluation hyperparameter set (default: "
+        "Krause et al.'s AWD-LSTM values)",
+    )
+    d.add_argument("--variant", choices=VARIANTS)
+    d.add_argument("--lr", type=float, help="learning rate eta")
+    d.add_argument(
+        "--lambda", dest="lamb", type=float, help="decay to trained weights"
+    )
+    d.add_argument("--epsilon", type=float, help="RMS stabiliser")
+    d.add_argument("--bptt", type=int, help="segment length (one update each)")
+    d.add_argument(
+        "--grad-batch-size", type=int, help="streams of the statistics pass"
+    )
+    d.add_argument("--grad-bptt", type=int, help="its window (default bptt)")
+    d.add_argument(
+        "--grad-batches",
+        type=int,
+        help="training batches for the statistics (default: all)",
+    )
+    d.add_argument(
+        "--statistics",
+        choices=STATISTICS,
+        help="mean: paper equations; sum: MoS/original code scaling",
+    )
+    d.add_argument(
+        "--max-tokens", type=int, help="score only the first N tokens"
+    )
+    d.add_argument("--weights", help="weights file (default best.weights.h5)")
+    d.add_argument(
+        "--static",
+        action="store_true",
+        help="also report the static perplexity of the same tokens",
+    )
+    d.add_argument(
+        "--output",
+        help="JSON result (default RUN_DIR/dynamic_eval_SPLIT.json)",
+    )
+    d.add_argument(
+        "--no-jit",
+        action="store_true",
+        help="plain tf.function steps instead of XLA-compiled ones",
+    )
+    d.add_argument("--verbose", type=int, default=0)
+    return d
+
+
+def _feature_masking(args):
+
+    rows = feature_masking(
+        args.run_dirs,
+        layers=args.layer,
+        ps=args.p,
+        runs=args.runs,
+        split=args.split,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        bptt=args.bptt,
+        max_tokens=args.max_tokens,
+        labels=args.labels,
+    )
+    os.makedirs(args.out, exist_ok=True)
+    csv_path = os.path.join(args.out, "feature_masking.csv")
+    png_path = os.path.join(args.out, "feature_masking.png")
+    write_csv(rows, csv_path)
+    plot_curves(rows, png_path, title=f"Feature masking ({args.split})")
+    print(f"wrote {csv_path} and {png_path}")
+    return 0
+
+
+def _masked_layer(text):
+    if text.lower() == "all":
+        return "all"
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise argparse.ArgumentTypeError(
+        f"a masked layer is 'all' or a layer number from 1, got {text!r}"
+    )
+
+
+def _feature_masking_options(f):
+
+    f.add_argument(
+        "run_dirs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="run directories (or .weights.h5 files inside run directories)",
+    )
+    f.add_argument(
+        "--layer",
+        nargs="+",
+        type=_masked_layer,
+        default=["all"],
+        help="masked layer(s): 'all' and/or 1-based numbers; one panel each",
+    )
+    f.add_argument(
+        "--p",
+        nargs="+",
+        type=float,
+        default=list(DEFAULT_PS),
+        help="masking probabilities (default 0, 0.05, ..., 0.5)",
+    )
+    f.add_argument("--runs", type=int, default=5, help="masks per P")
+    f.add_argument(
+        "--split", default="test", choices=SPLITS
+    )
+    f.add_argument("--out", default="feature_masking", help="output folder")
+    f.add_argument("--seed", type=int, default=0, help="mask seed")
+    f.add_argument("--batch-size", type=int, help="evaluation streams")
+    f.add_argument("--bptt", type=int, help="evaluation window")
+    f.add_argument(
+        "--max-tokens", type=int, help="evaluate the first N tokens only"
+    )
+    f.add_argument("--labels", nargs="+", help="legend names, one per run")
+    return f
+
+
+def _rank(args):
+    print(json.dumps(output_rank(args.run_dir, args.split, args.contexts)))
+    return 0
+
+
+def _ensemble(args):
+    r = ensemble_evaluate_runs(
+        args.run_dirs, args.split, args.batch_size, args.bptt
+    )
+    print(json.dumps(r, indent=2))
+    return 0
+
+
+def add_evaluation_commands(sub):
+    """Adds evaluate, dynamic-eval, rank, ensemble and feature-masking."""
+    e = sub.add_parser("evaluate", help="evaluate a run's checkpoint")
+    e.add_argument("run_dir")
+    e.add_argument("--split", default="test", choices=SPLITS)
+    e.add_argument("--batch-size", type=int)
+    e.add_argument("--bptt", type=int)
+    e.add_argument("--weights", help="weights file (default best.weights.h5)")
+    add_debug_flag(e)
+    e.set_defaults(func=_evaluate)
+
+    d = sub.add_parser(
+        "dynamic-eval", help="dynamic evaluation (Krause et al. 2018)"
+    )
+    _dynamic_eval_options(d)
+    add_debug_flag(d)
+    d.set_defaults(func=_dynamic_eval)
+
+    r = sub.add_parser(
+        "rank",
+        help="numerical rank of the log-probability matrix (MoS paper)",
+    )
+    r.add_argument("run_dir")
+    r.add_argument("--split", default="valid", choices=SPLITS)
+    r.add_argument(
+        "--contexts", type=int, default=20000, help="rows of the matrix"
+    )
+    add_debug_flag(r)
+    r.set_defaults(func=_rank)
+
+    n = sub.add_parser(
+        "ensemble", help="perplexity of the mixture of several runs"
+    )
+    n.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    n.add_argument("--split", default="test", choices=SPLITS)
+    n.add_argument("--batch-size", type=int)
+    n.add_argument("--bptt", type=int)
+    add_debug_flag(n)
+    n.set_defaults(func=_ensemble)
+
+    f = sub.add_parser(
+        "feature-masking",
+        help="perplexity with a fraction P of recurrent features masked",
+    )
+    _feature_masking_options(f)
+    add_debug_flag(f)
+    f.set_defaults(func=_feature_masking)

@@ -1,0 +1,163 @@
+"""Run directories: their file names, reading a run back, and the
+evaluator of a run.
+
+A run directory (``train.out_dir``) holds:
+
+* ``config.json``: the resolved :class:`~keras_rnnlm.config.RunConfig`;
+* ``vocab.json``: the vocabulary;
+* ``best.weights.h5`` / ``best.json``: the best weights and their epoch;
+* ``log.csv``, ``run.json``, ``learning_curve.png``, ``tensorboard/``;
+* ``checkpoint/``: the resumable checkpoint (weights, optimizer, state);
+* ``results.json`` and ``model.keras`` after evaluation.
+
+Everything that reads a run (evaluation, dynamic evaluation, ranking,
+ensembles, analyses, scoring, tuning) goes through this module, so none of
+them depends on the trainer.
+"""
+
+import json
+import os
+
+from keras_rnnlm.config import ConfigError
+from keras_rnnlm.config import load_config
+from keras_rnnlm.data import Vocabulary
+from keras_rnnlm.data import load_corpus
+from keras_rnnlm.evaluator import Evaluator
+from keras_rnnlm.models import build_language_model
+
+CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.json"
+BEST_WEIGHTS_FILE = "best.weights.h5"
+BEST_FILE = "best.json"
+LOG_FILE = "log.csv"
+METADATA_FILE = "run.json"
+RESULTS_FILE = "results.json"
+MODEL_FILE = "model.keras"
+CHECKPOINT_DIR = "checkpoint"
+
+
+def atomic_write_text(path, text):
+    """Writes ``text`` to ``path`` via a temporary file and a rename, so a
+    reader (or a run killed mid-write) never sees half a file."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def run_weights(run_dir, weights=None):
+    """The weights file of a run: ``weights`` if given, else the run's
+    ``best.weights.h5``. Raises FileNotFoundError if it does not exist."""
+    weights = weights or os.path.join(run_dir, BEST_WEIGHTS_FILE)
+    if not os.path.exists(weights):
+        raise FileNotFoundError(
+            f"No weights at {weights}: the run has not finished an epoch"
+        )
+    return weights
+
+
+def load_run(run_dir):
+    """Reads a run's config and vocabulary."""
+    for name in (CONFIG_FILE, VOCAB_FILE):
+        path = os.path.join(run_dir, name)
+        if not os.path.exists(path):
+            raise FileNotFoundError(
+                f"{run_dir} is not a run directory: no {name}"
+            )
+    config = load_config(os.path.join(run_dir, CONFIG_FILE))
+    vocab = Vocabulary.load(os.path.join(run_dir, VOCAB_FILE))
+    return config, vocab
+
+
+def load_run_corpus(config, vocab=None):
+    """The corpus of a run (``vocab``: reuse a saved vocabulary).
+
+    ``data.max_train_tokens`` keeps only that prefix of the training
+    split (for every consumer: trainer, tuners, sampler counts)."""
+    d = config.data
+    if d.max_train_tokens is not None and d.max_train_tokens < 2 * d.batch_size:
+        raise ConfigError(
+            f"data.max_train_tokens={d.max_train_tokens} leaves no window "
+            f"at batch size {d.batch_size} (at least {2 * d.batch_size})"
+        )
+    return load_corpus(
+        d.corpus,
+        data_dir=d.data_dir,
+        level=d.level,
+        vocab=vocab,
+        max_tokens=d.max_tokens,
+        max_train_tokens=d.max_train_tokens,
+    )
+
+
+def make_evaluator(config, corpus, batch_size, bptt=None, **kwargs):
+    """The run's Evaluator for one batch size (and window); ``kwargs``
+    go to :class:`~keras_rnnlm.evaluation.Evaluator`."""
+    return Evaluator(
+        config.model,
+        len(corpus.vocab),
+        batch_size,
+        bptt or config.data.eval_bptt or config.data.bptt,
+        char_level=corpus.is_char_level,
+        jit_compile=config.train.jit_compile,
+        **kwargs,
+    )
+
+
+def evaluate_run(
+    run_dir,
+    splits=("valid", "test"),
+    batch_sizes=None,
+    bptt=None,
+    weights=None,
+    config=None,
+    corpus=None,
+    write=True,
+):
+    """Evaluates a run's best (or given) weights on its corpus splits.
+
+    Args:
+        run_dir: the run directory.
+        splits: split names.
+        batch_sizes: dict split -> batch size (default: the run's
+            ``eval_batch_size`` for valid, ``test_batch_size`` for test).
+        bptt: evaluation window (default: the run's).
+        weights: a ``.weights.h5`` file (default: ``best.weights.h5``).
+        config, corpus: the run's, if already loaded.
+        write: write ``results.json`` and ``model.keras``.
+    """
+    if config is None:
+        config, vocab = load_run(run_dir)
+    else:
+        vocab = None
+    d = config.data
+    if corpus is None:
+        corpus = load_run_corpus(config, vocab)
+    weights = run_weights(run_dir, weights)
+    defaults = {
+        "train": d.batch_size,
+        "valid": d.eval_batch_size or d.batch_size,
+        "test": d.test_batch_size,
+    }
+    batch_sizes = {**defaults, **(batch_sizes or {})}
+    results = {"weights": weights}
+    for split in splits:
+        ev = make_evaluator(config, corpus, batch_sizes[split], bptt)
+        ev.load_weights(weights)
+        r = ev.evaluate(corpus.split(split))
+        results[split] = {**r, "batch_size": batch_sizes[split]}
+        line = f"{split}: ppl {r['ppl']:.2f}"
+        if "bpc" in r:
+            line += f", bpc {r['bpc']:.4f}"
+        print(f"{line} ({r['tokens']} tokens, batch {batch_sizes[split]})")
+    if write:
+        atomic_write_text(
+            os.path.join(run_dir, RESULTS_FILE),
+            json.dumps(results, indent=2),
+        )
+        stateless = build_language_model(
+            config.model, len(corpus.vocab), None, stateful=False
+        )
+        stateless.load_weights(weights)
+        stateless.save(os.path.join(run_dir, MODEL_FILE))
+    return results
