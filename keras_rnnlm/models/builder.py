@@ -42,8 +42,8 @@ WEIGHT_DROP_CELLS = ("lstm", "weight_drop_lstm", "mmlstm")
 
 # Seed offsets. Every stream of randomness in a model is seeded with
 # ``seed + offset`` (``build_language_model(seed=...)``), one offset per
-# stream, so that streams are independent of each other and a seeded run
-# is reproducible. Do not change the values: every seeded run (and every
+# stream, so that no two streams share a seed and a seeded run is
+# reproducible. Do not change the values: every seeded run (and every
 # recorded result) depends on them.
 #: Initial embedding table, U(-init_range, init_range).
 EMBEDDING_INIT_SEED = 0
@@ -54,13 +54,14 @@ MIXTURE_INIT_SEED = 98
 #: Initial kernel and bias of the untied softmax decoder.
 DECODER_INIT_SEED = 99
 #: Dropout masks of dropout ``k`` of :func:`layer_dropouts` (``+ k``; 0:
-#: on the embedding output, ``i + 1``: on recurrent layer ``i``'s output).
+#: on the embedding output, ``i + 1``: on recurrent layer ``i``'s output;
+#: k < 50).
 DROPOUT_SEED = 100
 #: Embedding dropout (``dropoute``): which word types are dropped.
 EMBEDDING_DROPOUT_SEED = 150
 #: Sampled softmax: the candidates the sampler draws.
 SAMPLER_SEED = 160
-#: DropConnect masks of recurrent layer ``i``'s weights (``+ i``).
+#: DropConnect masks of recurrent layer ``i``'s weights (``+ i``, i < 100).
 WEIGHT_DROP_SEED = 200
 #: MoS / DOC latent dropout (``dropoutl``).
 LATENT_DROPOUT_SEED = 300
