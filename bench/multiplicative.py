@@ -37,9 +37,9 @@ VOCAB, BATCH, BPTT = 50, 32, 100
 
 
 def _units(cell):
-    from keras_rnnlm.layers.multiplicative import solve_units
+    from keras_rnnlm.models.params import solve_char_units
 
-    return solve_units(cell, 292_000, VOCAB)
+    return solve_char_units(cell, 292_000, VOCAB)
 
 
 def measure_keras(impl, cell, steps):

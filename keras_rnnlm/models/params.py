@@ -13,12 +13,18 @@ other cells are counted by building a stateless model.
 "set different overall output sizes to ensure that the parameter counts
 of each model roughly equal" -- the chosen layers are scaled together
 (sizes multiples of ``step``) to the model closest to a parameter budget.
+
+For the character-level comparisons of the multiplicative cells,
+:func:`cell_params` counts one cell, :func:`char_model_params` a one-layer
+character model and :func:`solve_char_units` finds the hidden size of a
+parameter budget (how the multiplicative-models paper matches its models).
 """
 
 import dataclasses
 
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.layers.major_minor_lstm import count_params as mmlstm_params
+from keras_rnnlm.layers.multiplicative import CELLS as MULTIPLICATIVE_CELLS
 
 #: Cells counted in closed form (one fused LSTM per layer or branch).
 LSTM_CELLS = ("lstm", "keras_lstm", "mmlstm")
@@ -156,3 +162,58 @@ def solve_sizes(
             hi = mid
     best = lo if budget - count(lo) <= count(hi) - budget else hi
     return resized(best * step)
+
+
+def cell_params(cell, units, input_dim, intermediate_size=None):
+    """Parameter count of one recurrent cell, without building it.
+
+    Args:
+        cell: a key of :data:`keras_rnnlm.layers.multiplicative.CELLS` or
+            ``"lstm"`` / ``"gru"`` (Keras layers with one bias vector,
+            ``reset_after=False`` for GRU).
+        units: hidden size.
+        input_dim: input size.
+        intermediate_size: ``M`` (``None``: ``input_dim``).
+    """
+    h, d = units, input_dim
+    m = intermediate_size or d
+    if cell == "lstm":
+        return 4 * h * (d + h + 1)
+    if cell == "gru":
+        return 3 * h * (d + h + 1)
+    if cell not in MULTIPLICATIVE_CELLS:
+        raise ValueError(
+            f"Unknown cell {cell!r}; known {sorted(MULTIPLICATIVE_CELLS)}"
+        )
+    shapes = MULTIPLICATIVE_CELLS[cell](units)._weight_shapes(d, m)
+    total = 0
+    for shape, _ in shapes.values():
+        n = 1
+        for s in shape:
+            n *= s
+        total += n
+    return total
+
+
+def char_model_params(cell, units, vocab_size, intermediate_size=None):
+    """Parameters of a one-layer character model: one-hot input, ``cell``,
+    softmax output (``units * vocab + vocab``)."""
+    return (
+        cell_params(cell, units, vocab_size, intermediate_size)
+        + units * vocab_size
+        + vocab_size
+    )
+
+
+def solve_char_units(cell, target, vocab_size, intermediate_size=None):
+    """The hidden size whose one-layer character model is closest to
+    ``target`` parameters (see :func:`char_model_params`)."""
+    best, best_err = 1, None
+    for units in range(1, 20000):
+        n = char_model_params(cell, units, vocab_size, intermediate_size)
+        err = abs(n - target)
+        if best_err is None or err < best_err:
+            best, best_err = units, err
+        if n > target:
+            break
+    return best

@@ -6,8 +6,8 @@ best epoch on validation kept, no other regularisation. Used by
 """
 
 from keras_rnnlm.layers.multiplicative import CELLS as MULTIPLICATIVE
-from keras_rnnlm.layers.multiplicative import model_params
-from keras_rnnlm.layers.multiplicative import solve_units
+from keras_rnnlm.models.params import char_model_params
+from keras_rnnlm.models.params import solve_char_units
 from keras_rnnlm.recipe import preset_name
 
 BASELINES = ("lstm", "gru")
@@ -80,7 +80,8 @@ def char_lm_preset(
             "out_dir": f"runs/{recipe}/{name}",
         },
     }
-    return name, preset, model_params(cell, units, alphabet, intermediate_size)
+    params = char_model_params(cell, units, alphabet, intermediate_size)
+    return name, preset, params
 
 
 def char_lm_presets(recipe, corpus, cells, sizes, alphabet, **training):
@@ -103,7 +104,7 @@ def char_lm_presets(recipe, corpus, cells, sizes, alphabet, **training):
         for cell in cells:
             units = spec.get("units_by_cell", {}).get(cell) or spec.get("units")
             if units is None:
-                units = solve_units(cell, spec["params"], alphabet, inter)
+                units = solve_char_units(cell, spec["params"], alphabet, inter)
             name, preset, count = char_lm_preset(
                 recipe,
                 corpus,

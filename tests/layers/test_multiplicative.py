@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_rnnlm.layers.multiplicative import CELLS
 from keras_rnnlm.layers.multiplicative import MultiplicativeRNN
-from keras_rnnlm.layers.multiplicative import count_params
+from keras_rnnlm.models.params import cell_params
 
 D, H, M, B, T = 5, 6, 4, 3, 7
 
@@ -196,14 +196,14 @@ def test_fused_gradients_match_naive_and_reach_every_weight(name):
 @pytest.mark.parametrize("name", sorted(CELLS))
 def test_param_count_formula(name):
     layer = _layer(name)
-    assert layer.count_params() == count_params(name, H, D, M)
+    assert layer.count_params() == cell_params(name, H, D, M)
 
 
 def test_intermediate_size_defaults_to_input_size():
     layer = MultiplicativeRNN(CELLS["mlstm"](H))
     layer.build((B, T, D))
     assert layer.cell.recurrent_kernel.shape == (H, D)
-    assert layer.count_params() == count_params("mlstm", H, D)
+    assert layer.count_params() == cell_params("mlstm", H, D)
 
 
 @pytest.mark.parametrize("name", ["mlstm", "tmgru"])
