@@ -5,9 +5,9 @@
 :class:`~keras_rnnlm.config.ModelConfig` without building it (a 24M
 parameter model would take seconds to allocate and initialise): exactly,
 in closed form, for LSTM and Major-Minor LSTM stacks (``cell`` =
-``lstm``, ``keras_lstm``, ``mmlstm``; weight-dropped or not) with any
-head (``softmax``, ``tied``, ``mos``, ``doc``) and either input encoding;
-other cells are counted by building a stateless model.
+``lstm``, ``weight_drop_lstm``, ``keras_lstm``, ``mmlstm``; weight-dropped
+or not) with any head (``softmax``, ``tied``, ``mos``, ``doc``) and either
+input encoding; other cells are counted by building a stateless model.
 
 :func:`solve_sizes` is the Table IX rule of the Major-Minor LSTM paper:
 "set different overall output sizes to ensure that the parameter counts
@@ -27,7 +27,7 @@ from keras_rnnlm.layers.major_minor_lstm import count_params as mmlstm_params
 from keras_rnnlm.layers.multiplicative import CELLS as MULTIPLICATIVE_CELLS
 
 #: Cells counted in closed form (one fused LSTM per layer or branch).
-LSTM_CELLS = ("lstm", "keras_lstm", "mmlstm")
+LSTM_CELLS = ("lstm", "weight_drop_lstm", "keras_lstm", "mmlstm")
 
 
 def count_params(config, vocab_size, num_biases=1):

@@ -262,3 +262,19 @@ def test_weight_dropped_lstm_comes_from_the_registry():
     cfg = dataclasses.replace(cfg, cell="weight_drop_lstm")
     model = build_language_model(cfg, 10, 2, seed=0)
     assert isinstance(model.get_layer("rnn_0"), WeightDropLSTM)
+
+
+@pytest.mark.parametrize("cell", ["weight_drop_lstm", "mmlstm"])
+def test_closed_form_count_of_registry_lstms(cell):
+    from keras_rnnlm.models.params import count_params
+
+    cfg = ModelConfig(
+        embedding_dim=6,
+        hidden_sizes=[8, 6],
+        cell=cell,
+        head="tied",
+        weight_dropout=0.5,
+        major_proportions=[0.5, 1.0] if cell == "mmlstm" else None,
+    )
+    model = build_language_model(cfg, 13, None, stateful=False)
+    assert count_params(cfg, 13) == model.count_params()
