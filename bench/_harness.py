@@ -2,13 +2,19 @@
 timing loops, summaries and records.
 
 A paired bench runs each implementation (the package's Keras model, its
-PyTorch reference, ...) in a fresh child process of the same script
-(:func:`run_child` / :func:`child_main`), interleaves the repeats
-(:func:`interleave`) and reports medians (:func:`medians`). A child's
-threads come from :func:`thread_env`; it reports one JSON object with its
-peak RSS. Records are dicts in the schema of ``bench/make_results.py``
-(:func:`record`), completed by :func:`record_fields` (machine, date,
-command line, git commit) and appended by :func:`write_records`.
+PyTorch reference, ...) in a fresh child process of the same script: its
+options come from :func:`paired_parser`, :func:`parse` turns the process
+into a child when ``--child`` is given (:func:`child_main`), and the parent
+runs the children with :func:`run_children` (repeats interleaved across
+implementations) and takes :func:`medians`. A child's threads come from
+:func:`thread_env` (:func:`set_torch_threads` in torch's case); it times
+its phases with :func:`keras_rates` / :func:`keras_lm_rates` /
+:func:`torch_rates` (untimed warm-up, then :func:`median_rate`) or
+:func:`median_ms`, and reports one JSON object with its peak RSS. Records
+are dicts in the schema of ``bench/make_results.py`` (:func:`record`),
+completed by :func:`record_fields` (machine, date, command line, git
+commit, load) and appended by :func:`write_records` (``--out``,
+``--no-record``).
 """
 
 import argparse

@@ -88,7 +88,12 @@ def main(argv=None):
 
 def write_docs(tables, path=DOCS):
     """``path``'s text above :data:`MARKER` (or all of it, when it has no
-    marker yet), the marker, a note naming the generator, ``tables``."""
+    marker yet), the marker, a note naming the generator, ``tables`` (one
+    heading level down: they sit below the page's own sections)."""
+    tables = "\n".join(
+        "#" + line if line.startswith("## ") else line
+        for line in tables.split("\n")
+    )
     preamble = "# Performance\n"
     if os.path.exists(path):
         with open(path) as f:
