@@ -117,9 +117,7 @@ class FusedRecurrence:
     def inner_loop(self, sequences, initial_state, mask, training=False):
         if self.use_fast_path(mask):
             return self.fused_inner_loop(sequences, initial_state, training)
-        return self.generic_inner_loop(
-            sequences, initial_state, mask, training
-        )
+        return self.generic_inner_loop(sequences, initial_state, mask, training)
 
     def fused_inner_loop(self, sequences, initial_state, training=False):
         """The fast path; returns ``(last_output, outputs, new_states)``

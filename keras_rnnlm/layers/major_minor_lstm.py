@@ -351,9 +351,7 @@ class MajorMinorLSTM(keras.layers.Layer):
             + ([] if b.cell.use_bias else ["use_bias=False"])
             + ([] if b.fused is not False else ["fused=False"])
         ]
-        return resolve_fast_path(
-            mode, blockers, self, argument="fuse_branches"
-        )
+        return resolve_fast_path(mode, blockers, self, argument="fuse_branches")
 
     def _fused_call(self, major_in, minor_in, states, training):
         """Both branches as one LSTM loop with a block-diagonal recurrent
