@@ -54,7 +54,7 @@ def token_nll(y_true, y_pred, from_logits=True, fused=True):
 
 @functools.cache
 def _nll_kernels():
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow backend only
 
     @tf.function(jit_compile=True, autograph=False)
     def forward(logits, targets):
@@ -73,7 +73,7 @@ def _nll_kernels():
 
 def _fused_token_nll(y_true, logits):
     """TensorFlow: :func:`token_nll` from logits, fused (see there)."""
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow backend only
 
     forward, backward = _nll_kernels()
     shape = tf.shape(logits)

@@ -364,7 +364,7 @@ def _layer_title(layer):
 def plot_curves(rows, path, title=None):
     """Perplexity against ``P``, one line per checkpoint and one panel per
     masked-layer setting (Fig. 5 a-d); error bars: std over runs."""
-    import matplotlib
+    import matplotlib  # loaded only when a plot is drawn
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

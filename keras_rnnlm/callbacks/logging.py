@@ -9,6 +9,7 @@ import time
 
 import keras
 
+import keras_rnnlm
 from keras_rnnlm.runs import atomic_write_text
 
 
@@ -37,8 +38,6 @@ def git_commit(path=None):
 
 def run_metadata(config_dict, extra=None):
     """Config, seed, versions, commit and command line of a run."""
-    import keras_rnnlm
-
     return {
         "config": config_dict,
         "seed": config_dict.get("train", {}).get("seed"),
@@ -102,7 +101,7 @@ class LearningCurve(keras.callbacks.Callback):
 
 def plot_learning_curve(history, path):
     """Plots train/valid perplexity (log scale) from a list of epoch logs."""
-    import matplotlib
+    import matplotlib  # loaded only when a curve is drawn
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -1,4 +1,5 @@
-"""Dynamic evaluation (Krause et al. 2018), RMS and SGD variants.
+"""Dynamic evaluation, RMS and SGD variants: Krause, Kahembwe, Murray &
+Renals, "Dynamic Evaluation of Neural Sequence Models" (arXiv:1709.07432).
 
 The model keeps learning while it is evaluated: the split is read as ONE
 stream (batch 1) in segments of ``bptt`` tokens with the recurrent state
@@ -7,9 +8,8 @@ loss is counted before any update that has seen it) and then used for one
 gradient step on the segment's mean token NLL. Dropout is off throughout
 (inference mode); only the trainable weights change.
 
-RMS variant with decay to the trained weights, as specified in
-``/work/shared/notes/reference.md``, section "Dynamic evaluation (Krause et
-al. 2018), RMS variant used by MoS/MMLSTM":
+RMS variant with decay to the trained weights (Section 4 of the paper),
+the variant the MoS and Major-Minor LSTM papers use:
 
 1. Gradient statistics: one pass over the TRAINING split (batch
    ``grad_batch_size``, segments of ``grad_bptt``, state carried, no
@@ -21,8 +21,8 @@ al. 2018), RMS variant used by MoS/MMLSTM":
        decrate_t = min(decrate_t, 1 / lambda)
        theta0    = the trained weights
 
-   The normaliser, "mean(MS over all parameters)" in reference.md, is
-   computed as the reference code does (benkrause/dynamic-evaluation
+   The normaliser, "the mean of MS over all parameters", is computed as
+   the authors' code does (benkrause/dynamic-evaluation
    ``gradstat``): the mean over the parameter *tensors* of each tensor's
    mean RMS.
 2. Evaluation: for every segment, score it, backpropagate, then::
@@ -252,7 +252,7 @@ class _TensorFlowSteps:
     """``tf.function`` steps updating the model's variables in place."""
 
     def __init__(self, model, jit_compile):
-        import tensorflow as tf
+        import tensorflow as tf  # this branch runs on TensorFlow only
 
         self.tf = tf
         self.model = model
@@ -348,7 +348,7 @@ class _JaxSteps:
     model's variables at the end."""
 
     def __init__(self, model, jit_compile):
-        import jax
+        import jax  # this branch runs on JAX only
 
         del jit_compile  # always compiled
         self.jax = jax

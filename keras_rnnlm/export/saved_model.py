@@ -77,7 +77,7 @@ def _tf():
             "SavedModel export needs the TensorFlow backend "
             "(KERAS_BACKEND=tensorflow)"
         )
-    import tensorflow as tf
+    import tensorflow as tf  # exports need TensorFlow; JAX installs may lack it
 
     return tf
 
@@ -98,7 +98,7 @@ class _Graph:
 
     def __init__(self, scorer, vocab_path, top_k):
         tf = _tf()
-        import tensorflow_text as tf_text
+        import tensorflow_text as tf_text  # only for word-level exports
 
         self.tf, self.tf_text = tf, tf_text
         self.inference = scorer.inference

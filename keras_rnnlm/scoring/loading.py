@@ -32,7 +32,7 @@ class SavedModelScorer:
     """
 
     def __init__(self, path, batch_size=256):
-        import tensorflow as tf
+        import tensorflow as tf  # SavedModels need TensorFlow
         import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
 
         self._tf = tf

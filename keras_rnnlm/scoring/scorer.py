@@ -464,7 +464,7 @@ def _make_scoring_fn(inference):
 
     if keras.backend.backend() != "tensorflow":
         return fn
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow backend only
 
     spec = tf.TensorSpec([None, None], tf.int32)
     state_specs = [

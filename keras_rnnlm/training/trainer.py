@@ -87,13 +87,30 @@ def compile_model(model, train_config, char_level=False):
 
 def prepare_run(config):
     """Loads the corpus and builds the compiled training model."""
+    corpus = load_run_corpus(config)
+    return corpus, prepare_model(config, corpus)
+
+
+def prepare_model(config, corpus):
+    """Seeds, sets the dtype policy, builds and compiles the training
+    model of ``config`` on a loaded corpus (runs and tuner trials)."""
     validate_model_config(config.model)
     keras.config.set_dtype_policy(config.train.dtype_policy)
     keras.utils.set_random_seed(config.train.seed)
-    corpus = load_run_corpus(config)
     model = build_training_model(config, corpus)
-    compile_model(model, config.train, corpus.is_char_level)
-    return corpus, model
+    return compile_model(model, config.train, corpus.is_char_level)
+
+
+def validation_callback(config, corpus):
+    """Validation perplexity of a run on a separate evaluation model
+    (``data.eval_batch_size`` streams, built on first use)."""
+    d = config.data
+    return Validation(
+        lambda: make_evaluator(
+            config, corpus, d.eval_batch_size or d.batch_size
+        ),
+        corpus.valid,
+    )
 
 
 def build_training_model(config, corpus):
@@ -217,12 +234,7 @@ def train(config, callbacks=(), resume=True, init_weights=None):
         nan_guard,
         regularizers,
         *([nt_asgd.swap_in] if nt_asgd else []),
-        Validation(
-            lambda: make_evaluator(
-                config, corpus, d.eval_batch_size or d.batch_size
-            ),
-            corpus.valid,
-        ),
+        validation_callback(config, corpus),
         schedule,
         *([SequenceLengthLRScale(stream)] if d.variable_bptt else []),
         best,
@@ -335,7 +347,7 @@ def _fit_variable_windows(
 def _epoch_data(stream):
     if keras.backend.backend() != "tensorflow":
         return stream
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow backend only (returned above)
 
     b = stream.batch_size
 

@@ -28,8 +28,16 @@ import dataclasses
 import math
 import os
 
-import keras
 import keras_tuner
+from keras_tuner.src.distribute import utils as keras_tuner_distribute
+
+from keras_rnnlm.callbacks import ResetStates
+from keras_rnnlm.callbacks import make_lr_schedule
+from keras_rnnlm.recipe import config_from_preset
+from keras_rnnlm.recipe import load_recipe
+from keras_rnnlm.training.trainer import make_train_stream
+from keras_rnnlm.training.trainer import prepare_model
+from keras_rnnlm.training.trainer import validation_callback
 
 OBJECTIVE = keras_tuner.Objective("val_ppl", direction="min")
 TUNERS = {
@@ -124,37 +132,15 @@ class RunConfigHyperModel(keras_tuner.HyperModel):
         return dict(hp.values)
 
     def build(self, hp):
-        from keras_rnnlm.models import validate_model_config
-        from keras_rnnlm.training.trainer import build_training_model
-        from keras_rnnlm.training.trainer import compile_model
-
-        config = self.run_config(hp)
-        validate_model_config(config.model)
-        keras.config.set_dtype_policy(config.train.dtype_policy)
-        keras.utils.set_random_seed(config.train.seed)
-        model = build_training_model(config, self.corpus)
-        return compile_model(
-            model, config.train, getattr(self.corpus, "is_char_level", False)
-        )
+        return prepare_model(self.run_config(hp), self.corpus)
 
     def trial_callbacks(self, config):
         """The package's callbacks of one trial (fresh objects, no model
-        yet: deep-copyable)."""
-        from keras_rnnlm.callbacks import ResetStates
-        from keras_rnnlm.callbacks import Validation
-        from keras_rnnlm.callbacks import make_lr_schedule
-        from keras_rnnlm.runs import make_evaluator
-
-        d = config.data
-        corpus = self.corpus
+        yet: deep-copyable): the trainer's state reset, validation and
+        learning-rate schedule."""
         return [
             ResetStates(),
-            Validation(
-                lambda: make_evaluator(
-                    config, corpus, d.eval_batch_size or d.batch_size
-                ),
-                corpus.valid,
-            ),
+            validation_callback(config, self.corpus),
             make_lr_schedule(
                 config.train.lr_schedule, config.train.learning_rate
             ),
@@ -162,19 +148,13 @@ class RunConfigHyperModel(keras_tuner.HyperModel):
 
     def fit(self, hp, model, *args, epochs=None, callbacks=(), **kwargs):
         """Trains one trial (positional data arguments are ignored: the
-        data is the hypermodel's corpus)."""
-        from keras_rnnlm.data.streams import LMSequence
-
+        data is the hypermodel's corpus) on the trainer's stream, with
+        fixed windows of ``data.bptt``."""
         config = self.run_config(hp, fit=True)
-        d = config.data
-        stream = LMSequence(
-            self.corpus.train,
-            d.batch_size,
-            d.bptt,
-            seed=config.train.seed,
-            pad_to=d.bptt,
-            targets_as_input=bool(config.model.sampled_softmax),
+        fixed = config.replace(
+            data=dataclasses.replace(config.data, variable_bptt=False)
         )
+        stream = make_train_stream(fixed, self.corpus)
         cbs = [*self.trial_callbacks(config), *(callbacks or ())]
         self.trials_run += 1
         return model.fit(
@@ -238,9 +218,6 @@ def add_search_arguments(parser, out, max_trials=10, epochs=3):
 
 def base_config(recipe_path, preset, overrides=(), data_dir=None):
     """A recipe preset with ``--set`` overrides (and ``--data-dir``)."""
-    from keras_rnnlm.recipe import config_from_preset
-    from keras_rnnlm.recipe import load_recipe
-
     recipe = load_recipe(recipe_path)
     overrides = list(overrides)
     if data_dir:
@@ -252,9 +229,10 @@ def is_worker():
     """Whether this process is a worker of a distributed search
     (``KERASTUNER_ORACLE_IP`` set and ``KERASTUNER_TUNER_ID`` not a
     chief): it runs trials, the chief's oracle keeps the results."""
-    from keras_tuner.src.distribute import utils
-
-    return utils.has_chief_oracle() and not utils.is_chief_oracle()
+    return (
+        keras_tuner_distribute.has_chief_oracle()
+        and not keras_tuner_distribute.is_chief_oracle()
+    )
 
 
 def make_tuner(hypermodel, args, project_name="search"):

@@ -1,5 +1,6 @@
-"""Keras Tuner searches of the Major-Minor LSTM paper
-(``shared/papers/major_minor_lstm.txt``).
+"""Keras Tuner searches of the Major-Minor LSTM paper (Shuang et al.,
+"Major-Minor Long Short-Term Memory for Word-Level Language Model", IEEE
+TNNLS 31(10), 2020, doi:10.1109/TNNLS.2019.2947563).
 
 :class:`MajorMinorHyperModel` (Sec. V-A, V-D2, Table IX, Fig. 6)
     Replaces the base config's LSTM layers by Major-Minor LSTM layers and
