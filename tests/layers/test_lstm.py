@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import run_layer_test
 
 from keras_rnnlm.layers import LSTM
 
@@ -114,16 +115,28 @@ def test_stateful_carries_state():
     )
 
 
-def test_config_round_trip():
-    layer = LSTM(4, fused=False, return_sequences=True)
-    config = layer.get_config()
-    assert config["fused"] is False
-    clone = LSTM.from_config(config)
-    assert clone.fused is False and clone.units == 4
-    restored = keras.saving.deserialize_keras_object(
-        keras.saving.serialize_keras_object(layer)
+@pytest.mark.parametrize(
+    "kw, shapes, states",
+    [
+        (dict(return_sequences=True, return_state=True), [(None, 5, 4)], 0),
+        (dict(fused=False, return_state=True), [(None, 4)], 0),
+        (dict(stateful=True, return_sequences=True), [(2, 5, 4)], 2),
+    ],
+)
+def test_layer_checks(kw, shapes, states):
+    """Fused and generic, stateless and stateful (the carried states are
+    tracked non-trainable variables, not weights)."""
+    if kw.get("return_state"):
+        shapes = shapes + [(None, 4)] * 2
+    run_layer_test(
+        LSTM,
+        dict(units=4, **kw),
+        input_shape=(2, 5, 3),
+        expected_output_shape=shapes,
+        expected_num_trainable_weights=3,
+        expected_num_seed_generators=1,  # the Keras cell's (dropout)
+        expected_num_non_trainable_variables=1 + states,
     )
-    assert isinstance(restored, LSTM)
 
 
 def test_bad_fused_value():

@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import run_layer_test
 
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.config import ModelConfig
@@ -212,41 +213,52 @@ def test_stateful_carries_both_branches_and_resets(fuse):
     assert all(not ops.convert_to_numpy(v).any() for v in layer.states)
 
 
-def test_config_round_trip_and_validation():
-    layer = MajorMinorLSTM(
-        12,
-        major_proportion=0.6,
-        minor_input="previous",
-        weight_dropout=0.25,
-        seed=5,
-        return_sequences=True,
-        stateful=False,
-        kernel_initializer=keras.initializers.RandomUniform(-0.2, 0.2, seed=1),
-        unit_forget_bias=False,
-        name="mm",
+@pytest.mark.parametrize(
+    "kw, shapes",
+    [
+        (
+            dict(units=9, major_proportion=0.7, return_state=True),
+            [(None, T, 9), (None, 6), (None, 6), (None, 3), (None, 3)],
+        ),
+        (
+            dict(units=9, major_proportion=1.0, minor_input="previous"),
+            [(None, T, 9)],
+        ),
+        (
+            dict(
+                units=12,
+                major_proportion=0.6,
+                minor_input="previous",
+                stateful=True,
+                fuse_branches=True,
+                kernel_initializer=keras.initializers.RandomUniform(
+                    -0.2, 0.2, seed=1
+                ),
+                unit_forget_bias=False,
+            ),
+            [(B, T, 12)],
+        ),
+    ],
+)
+def test_layer_checks(kw, shapes):
+    """Both branches (two weight-dropped LSTMs), the Major one alone (r =
+    1: its input is the previous layer only), stateful and fused."""
+    branches = 1 if kw["major_proportion"] == 1.0 else 2
+    states = 2 * branches if kw.get("stateful") else 0
+    x, emb = _inputs()
+    run_layer_test(
+        MajorMinorLSTM,
+        dict(kw, weight_dropout=0.25, seed=5, return_sequences=True),
+        x if kw.get("minor_input") == "previous" else [x, emb],
+        expected_output_shape=shapes,
+        expected_num_trainable_weights=3 * branches,
+        expected_num_seed_generators=2 * branches,  # as WeightDropLSTM's
+        expected_num_non_trainable_variables=2 * branches + states,
+        training_changes_output=True,
     )
-    config = layer.get_config()
-    for key in (
-        "units",
-        "major_proportion",
-        "minor_input",
-        "weight_dropout",
-        "seed",
-        "return_sequences",
-        "return_state",
-        "stateful",
-        "kernel_initializer",
-        "recurrent_initializer",
-        "bias_initializer",
-        "unit_forget_bias",
-        "fuse_branches",
-    ):
-        assert key in config
-        assert hasattr(layer, key)
-    clone = MajorMinorLSTM.from_config(config)
-    assert clone.get_config() == config
-    assert (clone.major_units, clone.minor_units) == (7, 5)
-    assert clone.minor.weight_dropout == 0.25
+
+
+def test_validation():
     with pytest.raises(ValueError, match="major_proportion"):
         MajorMinorLSTM(8, major_proportion=0.0)
     with pytest.raises(ValueError, match="major_proportion"):
@@ -347,24 +359,6 @@ def test_equal_branches_start_different():
     layer(_inputs()[0])
     for a, b in zip(layer.major.get_weights(), layer.minor.get_weights()):
         assert a.shape == b.shape and not np.allclose(a, b)
-
-
-def test_keras_file_round_trip(tmp_path):
-    prev = keras.Input((None, D))
-    emb = keras.Input((None, E))
-    mm = MajorMinorLSTM(9, 0.7, weight_dropout=0.3, return_sequences=True)
-    out = keras.layers.Dense(2)(mm([prev, emb]))
-    model = keras.Model([prev, emb], out)
-    x, e = _inputs(6)
-    want = ops.convert_to_numpy(model([x, e]))
-    path = str(tmp_path / "mm.keras")
-    model.save(path)
-    loaded = keras.models.load_model(path)
-    (layer,) = [la for la in loaded.layers if isinstance(la, MajorMinorLSTM)]
-    assert layer.get_config() == mm.get_config()
-    np.testing.assert_allclose(
-        ops.convert_to_numpy(loaded([x, e])), want, atol=1e-6
-    )
 
 
 # -- in the builder ----------------------------------------------------------

@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import run_layer_test
 
 from keras_rnnlm.layers.lstm import LSTM
 from keras_rnnlm.layers.multicell_lstm import STRATEGIES
@@ -419,32 +420,46 @@ def test_stateful_reset_returns_to_initial_cells():
     np.testing.assert_array_equal(ops.convert_to_numpy(layer.states[0]), 0)
 
 
-@pytest.mark.parametrize("strategy", ["learnable_max", "random", "weighted"])
-def test_serialization_round_trip(strategy, tmp_path):
-    inputs = keras.Input((T, D))
-    layer = _layer(strategy, "random", weighted_decay=0.7)
-    model = keras.Model(inputs, layer(inputs)[0])
-    path = str(tmp_path / "m.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    x = _x(9)
-    if strategy == "random":
-        for m in (model, loaded):
-            m.layers[1].cell.selection_noise = lambda shape, dtype: ops.full(
-                shape, 0.6, dtype
-            )
-    np.testing.assert_allclose(
-        ops.convert_to_numpy(model(x)),
-        ops.convert_to_numpy(loaded(x)),
-        atol=1e-6,
+CELL_KW = dict(units=H, num_cells=M, initial_cells="random", seed=7)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(strategy="learnable_max"),
+        dict(strategy="random", random_inference="mean"),
+        dict(strategy="weighted", weighted_decay=0.7, output_threshold=THR),
+    ],
+)
+def test_layer_checks(kw):
+    """Random selection draws at training only (``random_inference="mean"``
+    here); learnable max has the cell weights as a fourth weight."""
+    run_layer_test(
+        MultiCellLSTM,
+        dict(CELL_KW, return_sequences=True, return_state=True, **kw),
+        input_shape=(B, T, D),
+        expected_output_shape=[(None, T, H), (None, H), (None, M * H)],
+        expected_num_trainable_weights=3 + (kw["strategy"] == "learnable_max"),
+        expected_num_non_trainable_weights=1,  # the initial cells
+        expected_num_seed_generators=1,
+        training_changes_output=kw["strategy"] == "random",
     )
-    cfg = loaded.layers[1].get_config()
-    assert cfg["strategy"] == strategy and cfg["num_cells"] == M
-    assert cfg["weighted_decay"] == 0.7 and cfg["initial_cells"] == "random"
-    assert cfg["output_threshold"] == THR and cfg["fused"] == "auto"
-    assert len(loaded.layers[1].weights) == len(layer.weights)
-    clone = MultiCellLSTM.from_config(layer.get_config())
-    assert clone.get_config() == layer.get_config()
+
+
+def test_cell_layer_checks():
+    """The cell alone: ``cell(inputs, [h, cells])`` gives ``(h, [h,
+    cells])``, the cells flattened to ``num_cells * units``."""
+    rng = np.random.default_rng(6)
+    states = [rng.normal(size=(B, n)).astype("f4") for n in (H, M * H)]
+    run_layer_test(
+        MultiCellLSTMCell,
+        dict(CELL_KW, strategy="min_max"),
+        dict(inputs=_x(6)[:, 0], states=states),
+        expected_output_shape=[(None, H), (None, H), (None, M * H)],
+        expected_num_trainable_weights=3,
+        expected_num_non_trainable_weights=1,
+        expected_num_seed_generators=1,
+    )
 
 
 def test_static_weights_and_bad_arguments():

@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import run_layer_test
 
 from keras_rnnlm.layers.multiplicative import CELLS
 from keras_rnnlm.layers.multiplicative import MultiplicativeRNN
@@ -206,23 +207,53 @@ def test_intermediate_size_defaults_to_input_size():
     assert layer.count_params() == cell_params("mlstm", H, D)
 
 
-@pytest.mark.parametrize("name", ["mlstm", "tmgru"])
-def test_serialization_round_trip(name, tmp_path):
-    inputs = keras.Input((T, D))
-    outputs = _layer(name)
-    model = keras.Model(inputs, outputs(inputs)[0])
-    path = str(tmp_path / "m.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    x = np.random.default_rng(2).normal(size=(B, T, D)).astype("float32")
-    np.testing.assert_allclose(
-        ops.convert_to_numpy(model(x)),
-        ops.convert_to_numpy(loaded(x)),
-        atol=1e-6,
+NUM_WEIGHTS = {"mrnn": 5, "mlstm": 5, "tmlstm": 5, "mgru": 6, "tmgru": 8}
+
+
+@pytest.mark.parametrize("name", sorted(CELLS))
+def test_layer_checks(name):
+    """The layer over each cell, with its final states."""
+    n_states = CELLS[name].num_states
+    run_layer_test(
+        MultiplicativeRNN,
+        dict(
+            cell=CELLS[name](H, intermediate_size=M),
+            return_sequences=True,
+            return_state=True,
+        ),
+        input_shape=(B, T, D),
+        expected_output_shape=[(None, T, H)] + [(None, H)] * n_states,
+        expected_num_trainable_weights=NUM_WEIGHTS[name],
     )
-    cfg = loaded.layers[1].get_config()
-    assert cfg["fused"] == "auto"
-    assert cfg["cell"]["config"]["intermediate_size"] == M
+
+
+@pytest.mark.parametrize("name", ["mlstm", "mgru"])
+def test_stateful_layer_checks(name):
+    """Stateful: the carried states are tracked variables, not weights."""
+    run_layer_test(
+        MultiplicativeRNN,
+        dict(cell=CELLS[name](H), stateful=True, fused=False),
+        input_shape=(B, T, D),
+        expected_output_shape=(B, H),
+        expected_num_trainable_weights=NUM_WEIGHTS[name],
+        expected_num_non_trainable_variables=CELLS[name].num_states,
+    )
+
+
+@pytest.mark.parametrize("name", sorted(CELLS))
+def test_cell_layer_checks(name):
+    """Each cell alone: one step, ``cell(inputs, states)`` gives
+    ``(h, new_states)``."""
+    rng = np.random.default_rng(5)
+    n_states = CELLS[name].num_states
+    states = [rng.normal(size=(B, H)).astype("float32")] * n_states
+    run_layer_test(
+        CELLS[name],
+        dict(units=H, intermediate_size=M),
+        dict(inputs=rng.normal(size=(B, D)).astype("float32"), states=states),
+        expected_output_shape=[(None, H)] * (1 + n_states),
+        expected_num_trainable_weights=NUM_WEIGHTS[name],
+    )
 
 
 @pytest.mark.parametrize("name", ["mlstm", "mgru"])

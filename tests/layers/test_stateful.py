@@ -1,15 +1,46 @@
 """Carried state through Keras's compiled steps, on every backend."""
 
+import keras
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import run_layer_test
 
 from keras_rnnlm.config import ModelConfig
+from keras_rnnlm.layers.stateful import GRU
+from keras_rnnlm.layers.stateful import RNN
+from keras_rnnlm.layers.stateful import KerasLSTM
+from keras_rnnlm.layers.stateful import SimpleRNN
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import copy_weights
 from keras_rnnlm.models import reset_states
 
 LAYERS = ["lstm", "keras_lstm", "gru", "simple_rnn", "mlstm", "tmgru"]
+
+
+@pytest.mark.parametrize(
+    "layer_cls, kw, num_states, exclude",
+    [
+        (KerasLSTM, dict(units=3), 2, ("use_cudnn",)),
+        (GRU, dict(units=3), 1, ("use_cudnn",)),
+        (SimpleRNN, dict(units=3), 1, ("seed",)),
+        (RNN, dict(cell=keras.layers.LSTMCell(3)), 2, ()),
+    ],
+)
+def test_layer_checks(layer_cls, kw, num_states, exclude):
+    """The stateful Keras layers: the carried states are non-trainable
+    variables but not weights. (``exclude``: constructor arguments Keras's
+    own layers leave out of their config.)"""
+    run_layer_test(
+        layer_cls,
+        dict(kw, stateful=True, return_sequences=True),
+        input_shape=(2, 5, 4),
+        expected_output_shape=(2, 5, 3),
+        expected_num_trainable_weights=3,
+        expected_num_seed_generators=1,  # the Keras cell's (dropout)
+        expected_num_non_trainable_variables=1 + num_states,
+        config_exclude=exclude,
+    )
 
 
 def _models(cell, batch):

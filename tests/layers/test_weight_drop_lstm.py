@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import run_layer_test
 
 from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
 
@@ -92,10 +93,29 @@ def test_gradient_flows_through_mask_to_raw_kernel():
     assert np.any(grad[dropped != 0] != 0)
 
 
-def test_config_round_trip_and_validation():
-    layer = WeightDropLSTM(4, weight_dropout=0.3, seed=7)
-    clone = WeightDropLSTM.from_config(layer.get_config())
-    assert clone.weight_dropout == 0.3 and clone.seed == 7
+@pytest.mark.parametrize("stateful", [False, True])
+def test_layer_checks(stateful):
+    """Training draws a new kernel mask (the clone, with the same seed
+    state, draws the same one)."""
+    run_layer_test(
+        WeightDropLSTM,
+        dict(
+            units=4,
+            weight_dropout=0.3,
+            seed=7,
+            return_state=True,
+            stateful=stateful,
+        ),
+        input_shape=(2, 5, 3),
+        expected_output_shape=[(2 if stateful else None, 4)] * 3,
+        expected_num_trainable_weights=3,
+        expected_num_seed_generators=2,  # the mask's and the Keras cell's
+        expected_num_non_trainable_variables=4 if stateful else 2,
+        training_changes_output=True,
+    )
+
+
+def test_validation():
     with pytest.raises(ValueError):
         WeightDropLSTM(4, weight_dropout=1.0)
     with pytest.raises(ValueError):
