@@ -14,4 +14,3 @@ from keras_rnnlm.cli.main import main  # noqa: E402
 from keras_rnnlm.cli.train import recipe_main  # noqa: E402
 
 __all__ = ["build_parser", "main", "recipe_main"]
-

@@ -22,7 +22,6 @@ SPLITS = ("train", "valid", "test")
 
 
 def _evaluate(args):
-
     batch_sizes = {args.split: args.batch_size} if args.batch_size else None
     results = evaluate_run(
         args.run_dir,
@@ -37,7 +36,6 @@ def _evaluate(args):
 
 
 def _dynamic_eval(args):
-
     r = dynamic_evaluate_run(
         args.run_dir,
         split=args.split,
@@ -75,9 +73,7 @@ def _dynamic_eval(args):
 def _dynamic_eval_options(d):
 
     d.add_argument("run_dir")
-    d.add_argument(
-        "--split", default="test", choices=SPLITS
-    )
+    d.add_argument("--split", default="test", choices=SPLITS)
     d.add_argument(
         "--hparams",
         choices=sorted(PRESETS),
@@ -128,7 +124,6 @@ def _dynamic_eval_options(d):
 
 
 def _feature_masking(args):
-
     rows = feature_masking(
         args.run_dirs,
         layers=args.layer,
@@ -183,9 +178,7 @@ def _feature_masking_options(f):
         help="masking probabilities (default 0, 0.05, ..., 0.5)",
     )
     f.add_argument("--runs", type=int, default=5, help="masks per P")
-    f.add_argument(
-        "--split", default="test", choices=SPLITS
-    )
+    f.add_argument("--split", default="test", choices=SPLITS)
     f.add_argument("--out", default="feature_masking", help="output folder")
     f.add_argument("--seed", type=int, default=0, help="mask seed")
     f.add_argument("--batch-size", type=int, help="evaluation streams")

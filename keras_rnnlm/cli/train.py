@@ -32,6 +32,19 @@ def add_debug_flag(parser):
     )
 
 
+def add_set_option(parser, help=None):
+    """``--set section.key=value`` (repeatable): config overrides."""
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help=help
+        or "override a config value (JSON), e.g. --set train.epochs=2",
+    )
+
+
 def add_train_options(parser, preset_flags=("--preset",)):
     """Adds the options shared by ``keras-rnnlm train`` and recipe files.
 
@@ -41,14 +54,7 @@ def add_train_options(parser, preset_flags=("--preset",)):
     parser.add_argument(
         *preset_flags, dest="preset", help="the recipe preset to train"
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="override a config value (JSON), e.g. --set train.epochs=2",
-    )
+    add_set_option(parser)
     parser.add_argument("--out", help="run directory (train.out_dir)")
     parser.add_argument(
         "--data-dir", help="corpus root (else $KERAS_RNNLM_DATA, cache)"
@@ -124,14 +130,7 @@ def add_finetune_command(sub):
     )
     f.add_argument("run_dir")
     f.add_argument("--rounds", type=int, default=1, help="finetuning rounds")
-    f.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="override a value of the finetuning config",
-    )
+    add_set_option(f, "override a value of the finetuning config")
     f.add_argument("--no-resume", action="store_true")
     add_debug_flag(f)
     f.set_defaults(func=_finetune)

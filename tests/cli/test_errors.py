@@ -2,10 +2,9 @@
 ``keras-rnnlm`` and from recipe scripts alike; ``--debug`` re-raises."""
 
 import os
-import subprocess
-import sys
 
 import pytest
+from user_process import run_as_user
 
 from keras_rnnlm.cli.errors import run_reporting_errors
 from keras_rnnlm.config import ConfigError
@@ -16,23 +15,6 @@ ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 RECIPE = os.path.join(ROOT, "recipes", "zaremba_ptb.py")
 
 
-def _script(args, **env):
-    """Runs a recipe script as a user would; returns the process."""
-    environ = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("KERAS_RNNLM_DEBUG", "TF_CPP_MIN_LOG_LEVEL")
-    }
-    environ.update(env)
-    return subprocess.run(
-        [sys.executable, *args],
-        capture_output=True,
-        text=True,
-        env=environ,
-        timeout=240,
-    )
-
-
 def _one_line(err):
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert "Traceback" not in err, err
@@ -41,14 +23,14 @@ def _one_line(err):
 
 
 def test_unknown_key_through_a_recipe_script_is_one_line():
-    p = _script([RECIPE, "--set", "model.hiden=1", "--print-config"])
+    p = run_as_user([RECIPE, "--set", "model.hiden=1", "--print-config"])
     assert p.returncode == 2
     line = _one_line(p.stderr)
     assert line.startswith("keras-rnnlm train: error:") and "hiden" in line
 
 
 def test_missing_corpus_through_a_recipe_script_is_one_line(tmp_path):
-    p = _script(
+    p = run_as_user(
         [
             RECIPE,
             "--set",
