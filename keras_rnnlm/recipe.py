@@ -39,5 +39,9 @@ def load_recipe(path):
 
 
 def preset_name(**axes):
-    """The preset name of a combination of axis values (``cell-size``)."""
-    return "-".join(str(v) for v in axes.values())
+    """The preset name of a combination of axis values (``cell-size``).
+
+    An axis whose value is ``None`` is left out of the name (an optional
+    axis: ``preset_name(size="small", variant=None) == "small"``).
+    """
+    return "-".join(str(v) for v in axes.values() if v is not None)

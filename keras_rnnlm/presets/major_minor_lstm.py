@@ -1,5 +1,6 @@
-"""Presets of the Major-Minor LSTM paper
-(``shared/papers/major_minor_lstm.txt``).
+"""Presets of the Major-Minor LSTM paper: Shuang, Li, Gu, Loo & Su,
+"Major-Minor Long Short-Term Memory for Word-Level Language Model", IEEE
+TNNLS 31(10), 2020, doi:10.1109/TNNLS.2019.2947563 (not on arXiv).
 
 AWD-MMLSTM-MoS (PTB, WikiText-2): the AWD-LSTM-MoS presets
 (:mod:`keras_rnnlm.presets.awd_lstm`) with every LSTM replaced by a
@@ -69,12 +70,12 @@ Dynamic evaluation hyperparameters (Table V) are in
 training run.
 """
 
-import copy
-
 from keras_rnnlm.layers.major_minor_lstm import split_units
 from keras_rnnlm.presets.awd_lstm import awd_lstm_mos_preset
 from keras_rnnlm.presets.awd_lstm import awd_lstm_preset
 from keras_rnnlm.presets.awd_lstm import cpu_preset
+from keras_rnnlm.presets.awd_lstm import with_out_dirs
+from keras_rnnlm.presets.merge import merge
 
 #: Table IV.
 TABLE_IV = {
@@ -119,25 +120,19 @@ TABLE_IX = {
 MMLM2_SIZE = 1150
 
 
-def _merge(preset, name, **sections):
-    out = copy.deepcopy(preset)
-    out["name"] = name
-    for section, values in sections.items():
-        out[section].update(copy.deepcopy(values))
-    return out
-
-
 def mmlstm_mos_preset(corpus):
     """AWD-MMLSTM-MoS (Table IV): PTB 21.3M params, WT2 32.3M."""
-    return _merge(
+    return merge(
         awd_lstm_mos_preset(corpus),
-        f"awd_mmlstm_mos_{corpus}",
-        model={
-            "cell": "mmlstm",
-            "minor_input": "embedding",
-            **TABLE_IV[corpus],
+        {
+            "name": f"awd_mmlstm_mos_{corpus}",
+            "model": {
+                "cell": "mmlstm",
+                "minor_input": "embedding",
+                **TABLE_IV[corpus],
+            },
+            "train": {"learning_rate": 20.0, "nt_asgd_nonmono": 10},
         },
-        train={"learning_rate": 20.0, "nt_asgd_nonmono": 10},
     )
 
 
@@ -148,10 +143,12 @@ def mos_minus_preset(corpus):
         split_units(s, r)[0]
         for s, r in zip(table["hidden_sizes"], table["major_proportions"])
     ]
-    return _merge(
+    return merge(
         awd_lstm_mos_preset(corpus),
-        f"awd_lstm_mos_minus_{corpus}",
-        model={"hidden_sizes": sizes},
+        {
+            "name": f"awd_lstm_mos_minus_{corpus}",
+            "model": {"hidden_sizes": sizes},
+        },
     )
 
 
@@ -160,10 +157,12 @@ def mmlm2_preset(corpus, size=MMLM2_SIZE):
     p = mmlstm_mos_preset(corpus)
     sizes = [size, size, p["model"]["hidden_sizes"][2]]
     suffix = "" if size == MMLM2_SIZE else f"_{size}"
-    return _merge(
+    return merge(
         p,
-        f"awd_mmlstm_mos_mmlm2{suffix}_{corpus}",
-        model={"minor_input": "previous", "hidden_sizes": sizes},
+        {
+            "name": f"awd_mmlstm_mos_mmlm2{suffix}_{corpus}",
+            "model": {"minor_input": "previous", "hidden_sizes": sizes},
+        },
     )
 
 
@@ -174,10 +173,12 @@ def without_minor_preset(corpus, layer):
     props = list(p["model"]["major_proportions"])
     sizes[layer - 1] = TABLE_X[corpus][layer - 1]
     props[layer - 1] = 1.0
-    return _merge(
+    return merge(
         p,
-        f"awd_mmlstm_mos_wo_minor_{layer}_{corpus}",
-        model={"hidden_sizes": sizes, "major_proportions": props},
+        {
+            "name": f"awd_mmlstm_mos_wo_minor_{layer}_{corpus}",
+            "model": {"hidden_sizes": sizes, "major_proportions": props},
+        },
     )
 
 
@@ -190,16 +191,18 @@ def ratio_name(proportion):
 def ratio_preset(corpus, proportion):
     """AWD-MMLSTM with Major:Minor = ``proportion`` (Table IX, Fig. 6)."""
     size = TABLE_IX[corpus][proportion]
-    return _merge(
+    return merge(
         awd_lstm_preset(corpus),
-        f"awd_mmlstm_{ratio_name(proportion)}_{corpus}",
-        model={
-            "cell": "mmlstm",
-            "minor_input": "embedding",
-            "hidden_sizes": [size, size, 400],
-            "major_proportions": [proportion] * 3,
+        {
+            "name": f"awd_mmlstm_{ratio_name(proportion)}_{corpus}",
+            "model": {
+                "cell": "mmlstm",
+                "minor_input": "embedding",
+                "hidden_sizes": [size, size, 400],
+                "major_proportions": [proportion] * 3,
+            },
+            "train": {"epochs": 300},
         },
-        train={"epochs": 300},
     )
 
 
@@ -219,66 +222,67 @@ def mmlstm_presets(corpus, out_root="runs"):
     for r in TABLE_IX[corpus]:
         presets[ratio_name(r)] = ratio_preset(corpus, r)
     presets["cpu"] = cpu_preset(paper)
-    for p in presets.values():
-        p["train"]["out_dir"] = f"{out_root}/{p['name']}"
-    return presets
+    return with_out_dirs(presets, out_root)
 
 
 # -- WikiText-103 (Tables VI and VII) --------------------------------------
 
 
-def wt103_preset(major_minor=True):
-    """The 2-layer Adam language models of Table VI.
+#: What both 2-layer Adam language models of Table VI share.
+WT103 = {
+    "name": None,
+    "data": {
+        "corpus": "wikitext103",
+        "batch_size": 128,
+        "bptt": 70,
+        "variable_bptt": False,
+        "eval_batch_size": 10,
+        "test_batch_size": 1,
+        "eval_bptt": 70,
+    },
+    "model": {
+        "embedding_dim": 256,
+        "head": "tied",
+        "init_range": 0.1,
+        "rnn_init": "pytorch",
+        "locked_dropout": True,
+        "dropouti": 0.0,
+        "dropouth": 0.1,
+        "dropout": 0.1,
+        "dropoute": 0.0,
+        "weight_dropout": 0.15,
+    },
+    "train": {
+        "epochs": 50,
+        "optimizer": "adam",
+        "learning_rate": 1e-3,
+        "clipnorm": 0.25,
+        "weight_decay": 0.0,
+        "lr_schedule": {"name": "constant"},
+        "seed": 1111,  # awd-lstm-lm's default; the paper gives none
+    },
+}
+#: The MMLSTM LM: layers [1100, 256], Major proportions [0.9, 0.9]
+#: (75.0M params in Table VII; ours 75.17M).
+WT103_MMLSTM = {
+    "name": "mmlstm_lm_wt103",
+    "model": {
+        "cell": "mmlstm",
+        "minor_input": "embedding",
+        "hidden_sizes": [1100, 256],
+        "major_proportions": [0.9, 0.9],
+    },
+}
+#: The LSTM LM baseline: layers [1024, 256] (75.4M; ours 75.37M).
+WT103_LSTM = {
+    "name": "lstm_lm_wt103",
+    "model": {"cell": "lstm", "hidden_sizes": [1024, 256]},
+}
 
-    ``major_minor=True``: MMLSTM LM, layers [1100, 256] with Major
-    proportions [0.9, 0.9] (75.0M params in Table VII; ours 75.17M);
-    ``False``: the LSTM LM baseline, [1024, 256] (75.4M; ours 75.37M).
-    """
-    if major_minor:
-        name = "mmlstm_lm_wt103"
-        model = {
-            "cell": "mmlstm",
-            "minor_input": "embedding",
-            "hidden_sizes": [1100, 256],
-            "major_proportions": [0.9, 0.9],
-        }
-    else:
-        name = "lstm_lm_wt103"
-        model = {"cell": "lstm", "hidden_sizes": [1024, 256]}
-    return {
-        "name": name,
-        "data": {
-            "corpus": "wikitext103",
-            "batch_size": 128,
-            "bptt": 70,
-            "variable_bptt": False,
-            "eval_batch_size": 10,
-            "test_batch_size": 1,
-            "eval_bptt": 70,
-        },
-        "model": {
-            "embedding_dim": 256,
-            "head": "tied",
-            "init_range": 0.1,
-            "rnn_init": "pytorch",
-            "locked_dropout": True,
-            "dropouti": 0.0,
-            "dropouth": 0.1,
-            "dropout": 0.1,
-            "dropoute": 0.0,
-            "weight_dropout": 0.15,
-            **model,
-        },
-        "train": {
-            "epochs": 50,
-            "optimizer": "adam",
-            "learning_rate": 1e-3,
-            "clipnorm": 0.25,
-            "weight_decay": 0.0,
-            "lr_schedule": {"name": "constant"},
-            "seed": 1111,  # awd-lstm-lm's default; the paper gives none
-        },
-    }
+
+def wt103_preset(major_minor=True):
+    """The MMLSTM LM (``major_minor=True``) or the LSTM LM of Table VI."""
+    return merge(WT103, WT103_MMLSTM if major_minor else WT103_LSTM)
 
 
 #: Candidates per step of the sampled-softmax WT103 presets (as in
@@ -293,10 +297,12 @@ def wt103_presets(out_root="runs"):
     :data:`WT103_SAMPLED` candidates (validation and test: full)."""
     presets = {"paper": wt103_preset(True), "lstm": wt103_preset(False)}
     for name in ("paper", "lstm"):
-        p = copy.deepcopy(presets[name])
-        p["name"] += "_sampled"
-        p["model"]["sampled_softmax"] = WT103_SAMPLED
-        presets[f"{name}_sampled"] = p
-    for p in presets.values():
-        p["train"]["out_dir"] = f"{out_root}/{p['name']}"
-    return presets
+        p = presets[name]
+        presets[f"{name}_sampled"] = merge(
+            p,
+            {
+                "name": p["name"] + "_sampled",
+                "model": {"sampled_softmax": WT103_SAMPLED},
+            },
+        )
+    return with_out_dirs(presets, out_root)
