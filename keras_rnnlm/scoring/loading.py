@@ -1,7 +1,6 @@
 """Loading a scorer from a run directory or an exported SavedModel."""
 
 import json
-import math
 import os
 
 import numpy as np
@@ -9,6 +8,7 @@ import numpy as np
 from keras_rnnlm.scoring.scorer import LN10
 from keras_rnnlm.scoring.scorer import Scorer
 from keras_rnnlm.scoring.scorer import SentenceScore
+from keras_rnnlm.scoring.scorer import pooled_perplexity
 
 
 def load_scorer(path, weights=None, **kwargs):
@@ -90,11 +90,7 @@ class SavedModelScorer:
         return self.score_sentences([sentence], bos, eos)[0].perplexity
 
     def corpus_perplexity(self, sentences, bos=True, eos=True):
-        rs = self.score_sentences(sentences, bos, eos)
-        n = sum(r.num_tokens for r in rs)
-        if not n:
-            raise ValueError("Nothing was scored: perplexity is undefined")
-        return math.exp(-sum(r.ln_prob for r in rs) / n)
+        return pooled_perplexity(self.score_sentences(sentences, bos, eos))
 
 
 __all__ = ["LN10", "SavedModelScorer", "load_scorer"]

@@ -158,6 +158,15 @@ class ScoringState:
     last_token: int | None
 
 
+def pooled_perplexity(scores):
+    """Perplexity over every scored token of several
+    :class:`SentenceScore`s (their log-probabilities pooled)."""
+    n = sum(r.num_tokens for r in scores)
+    if not n:
+        raise ValueError("Nothing was scored: perplexity is undefined")
+    return math.exp(-sum(r.ln_prob for r in scores) / n)
+
+
 class Scorer:
     """Scores sentences with a trained language model.
 
@@ -303,11 +312,7 @@ class Scorer:
 
     def corpus_perplexity(self, sentences, bos=True, eos=True):
         """Perplexity over every scored token of every sentence."""
-        rs = self.score_sentences(sentences, bos, eos)
-        n = sum(r.num_tokens for r in rs)
-        if not n:
-            raise ValueError("Nothing was scored: perplexity is undefined")
-        return math.exp(-sum(r.ln_prob for r in rs) / n)
+        return pooled_perplexity(self.score_sentences(sentences, bos, eos))
 
     # -------------------------------------------------------- streaming
     def begin(self, bos=True):
