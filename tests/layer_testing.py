@@ -20,9 +20,9 @@ the spirit of Keras's own layer tests:
   the same config, weights and outputs.
 
 :func:`public_layer_classes` lists the registered layers of
-``keras_rnnlm.layers``; :func:`registered_after_package_import` says which
+``keras_rnnlm.layers``; :func:`package_import_report` says which
 registered names a fresh interpreter knows after ``import keras_rnnlm``
-alone (what loading a ``.keras`` file in a new process relies on).
+alone, and whether a ``.keras`` file loads there.
 
 Only public Keras APIs are used. Tests import this module as
 ``from layer_testing import run_layer_test`` (``tests/`` is on
@@ -288,17 +288,25 @@ def public_layer_classes():
 
 
 @functools.lru_cache(maxsize=None)
-def registered_after_package_import():
-    """The ``keras_rnnlm>`` names registered in a fresh interpreter after
-    ``import keras_rnnlm`` alone (one subprocess per test session)."""
+def package_import_report(keras_file):
+    """What a fresh interpreter that ran only ``import keras_rnnlm`` knows:
+    ``(registered, error)``, the ``keras_rnnlm>`` names registered there
+    and the error of loading ``keras_file`` there (``None``: it loaded).
+    One subprocess per file and test session."""
     code = (
-        "import json, keras, keras_rnnlm\n"
-        "print(json.dumps(sorted(n for n in keras.saving.get_custom_objects()"
-        f" if n.startswith('{PACKAGE}>'))))\n"
+        "import json, sys, keras, keras_rnnlm\n"
+        "names = sorted(n for n in keras.saving.get_custom_objects()"
+        f" if n.startswith('{PACKAGE}>'))\n"
+        "try:\n"
+        "    keras.saving.load_model(sys.argv[1])\n"
+        "    error = None\n"
+        "except Exception as exc:\n"
+        "    error = f'{type(exc).__name__}: {exc}'[:500]\n"
+        "print(json.dumps([names, error]))\n"
     )
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     proc = subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-c", code, keras_file],
         capture_output=True,
         text=True,
         env=env,
@@ -306,7 +314,8 @@ def registered_after_package_import():
     )
     if proc.returncode:
         raise RuntimeError(proc.stderr[-3000:])
-    return frozenset(json.loads(proc.stdout.strip().splitlines()[-1]))
+    names, error = json.loads(proc.stdout.strip().splitlines()[-1])
+    return frozenset(names), error
 
 
 # -- internals ---------------------------------------------------------------
