@@ -1,7 +1,6 @@
 import copy
 import csv
 import dataclasses
-import importlib.util
 import math
 import os
 
@@ -18,18 +17,17 @@ from keras_rnnlm.models.params import solve_sizes
 from keras_rnnlm.presets.major_minor_lstm import TABLE_IX
 from keras_rnnlm.presets.major_minor_lstm import ratio_preset
 from keras_rnnlm.tuning.base import base_config
+from keras_rnnlm.tuning.command import run_major_minor_search
 from keras_rnnlm.tuning.major_minor import HiddenSizeHyperModel
 from keras_rnnlm.tuning.major_minor import MajorMinorHyperModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+RECIPES = os.path.join(ROOT, "recipes")
+BASE_RECIPES = {"ratio": "mmlstm_ptb", "hidden": "awd_lstm_ptb"}
 
 
-def _load(name):
-    path = os.path.join(ROOT, "recipes", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"recipe_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def recipe_path(name):
+    return os.path.join(RECIPES, f"{name}.py")
 
 
 def tiny_overrides(corpus_dir, mmlstm=True):
@@ -138,9 +136,8 @@ def test_mmlstm_hypermodel_space_budget_and_deepcopy(tiny_corpus_dir):
     from keras_rnnlm.callbacks import ResetStates
     from keras_rnnlm.runs import load_run_corpus
 
-    tune = _load("tune_mmlstm_ratio")
     config = base_config(
-        tune.recipe_path("mmlstm_ptb"),
+        recipe_path("mmlstm_ptb"),
         "ratio_10_0",
         tiny_overrides(tiny_corpus_dir),
     )
@@ -204,9 +201,8 @@ def test_mmlstm_hypermodel_space_budget_and_deepcopy(tiny_corpus_dir):
 def test_hidden_size_hypermodel_space(tiny_corpus_dir):
     from keras_rnnlm.runs import load_run_corpus
 
-    tune = _load("tune_mmlstm_ratio")
     config = base_config(
-        tune.recipe_path("awd_lstm_ptb"),
+        recipe_path("awd_lstm_ptb"),
         "cpu",
         tiny_overrides(tiny_corpus_dir, mmlstm=False),
     )
@@ -241,7 +237,6 @@ class EpochProbe(keras.callbacks.Callback):
 
 
 def test_ratio_search_end_to_end(tiny_corpus_dir, tmp_path):
-    tune = _load("tune_mmlstm_ratio")
     out = tmp_path / "tune"
     argv = ["--preset", "ratio_10_0", "--shared", "--budget", "base"]
     argv += ["--proportions", "0.5", "0.8", "--tuner", "grid", "--bptts", "8"]
@@ -251,7 +246,9 @@ def test_ratio_search_end_to_end(tiny_corpus_dir, tmp_path):
         argv += ["--set", item]
     probe = EpochProbe()
     EpochProbe.seen.clear()
-    rows = tune.run(argv, callbacks=[probe])
+    rows = run_major_minor_search(
+        RECIPES, BASE_RECIPES, argv, callbacks=[probe]
+    )
     assert len(rows) == 2
     assert {r["major_proportion_1"] for r in rows} == {0.5, 0.8}
     for r in rows:

@@ -1,21 +1,15 @@
 import copy
-import importlib.util
 import os
 
 import keras_tuner
 import pytest
 
+from keras_rnnlm.tuning.base import base_config
+from keras_rnnlm.tuning.command import run_multicell_search
 from keras_rnnlm.tuning.multicell import MultiCellHyperModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
-
-
-def _load(name):
-    path = os.path.join(ROOT, "recipes", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"recipe_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+RECIPE = os.path.join(ROOT, "recipes", "multicell_ptb.py")
 
 
 def _tiny_overrides(corpus_dir):
@@ -34,13 +28,12 @@ def _tiny_overrides(corpus_dir):
 
 
 def test_tuner_end_to_end_writes_table_and_plot(tiny_corpus_dir, tmp_path):
-    tune = _load("tune_multicell")
     out = tmp_path / "tune"
     argv = ["--max-trials", "2", "--epochs", "2", "--out", str(out)]
     argv += ["--cells", "2", "3", "--strategies", "max", "min_max"]
     for item in _tiny_overrides(tiny_corpus_dir):
         argv += ["--set", item]
-    rows = tune.run(argv)
+    rows = run_multicell_search(RECIPE, argv)
     assert len(rows) == 2
     for r in rows:
         assert r["num_cells"] in (2, 3)
@@ -54,8 +47,7 @@ def test_tuner_end_to_end_writes_table_and_plot(tiny_corpus_dir, tmp_path):
 
 
 def test_hypermodel_space_and_deepcopy(tiny_corpus_dir):
-    tune = _load("tune_multicell")
-    config = tune.base_config("small", _tiny_overrides(tiny_corpus_dir))
+    config = base_config(RECIPE, "small", _tiny_overrides(tiny_corpus_dir))
     from keras_rnnlm.runs import load_run_corpus
 
     hm = MultiCellHyperModel(
