@@ -118,14 +118,19 @@ def test_stateful_carries_state():
 @pytest.mark.parametrize(
     "kw, shapes, states",
     [
-        (dict(return_sequences=True, return_state=True), [(None, 5, 4)], 0),
+        (
+            dict(fused=True, return_sequences=True, return_state=True),
+            [(None, 5, 4)],
+            0,
+        ),
         (dict(fused=False, return_state=True), [(None, 4)], 0),
         (dict(stateful=True, return_sequences=True), [(2, 5, 4)], 2),
     ],
 )
 def test_layer_checks(kw, shapes, states):
-    """Fused and generic, stateless and stateful (the carried states are
-    tracked non-trainable variables, not weights)."""
+    """Fused (``fused=True`` is kept in the config), generic, stateless and
+    stateful (the carried states are tracked non-trainable variables, not
+    weights)."""
     if kw.get("return_state"):
         shapes = shapes + [(None, 4)] * 2
     run_layer_test(
