@@ -18,6 +18,11 @@ to :meth:`FusedRecurrence.fast_path_blockers`). :class:`FusedRecurrence`
 holds the choice between the two (the ``fused`` argument), the runtime
 ``forward_only`` flag, and :func:`custom_gradient`, the wrapper the fast
 loops use to attach their backward passes.
+
+:class:`~keras_rnnlm.layers.major_minor_lstm.MajorMinorLSTM` is not an
+RNN layer but two weight-dropped LSTM branches (fused layers); its
+``fuse_branches`` choice goes through the same
+:func:`resolve_fast_path`.
 """
 
 import keras
@@ -108,8 +113,6 @@ class FusedRecurrence:
     def use_fast_path(self, mask=None):
         """Whether a call with ``mask`` takes the fast path (see
         :func:`resolve_fast_path`)."""
-        if self.fused is False:
-            return False
         return resolve_fast_path(
             self.fused, self.fast_path_blockers(mask), self
         )
@@ -142,6 +145,11 @@ def value_of(x):
 def custom_gradient(forward):
     """``keras.ops.custom_gradient`` for the fused loops.
 
+    Every fast loop returns several outputs (the outputs and the final
+    states) and has a hand-written backward pass; this wrapper adapts the
+    backends' calling conventions once, so that each ``backward`` only
+    sees a tuple of output gradients.
+
     Args:
         forward: ``forward(*args) -> (outputs, backward)`` with ``outputs``
             a tuple of at least two tensors and ``backward(upstream)``
@@ -164,7 +172,9 @@ def custom_gradient(forward):
             # argument, the cotangent tuple shaped like ``outputs``; Keras's
             # torch backend passes the forward's inputs positionally and
             # the gradients as the keyword ``upstream``. Hence the keyword
-            # with a None default, and the unpacking when it is not given.
+            # with a None default, and the unpacking when it is not given
+            # (``outputs`` has two or more tensors, so a single positional
+            # argument can only be JAX's tuple).
             if upstream is None:
                 upstream = args[0] if len(args) == 1 else args
             upstream = tuple(

@@ -484,7 +484,7 @@ def _projecting(step_fn, dims):
 
 @functools.cache
 def _compiled_loop(cell_cls, dims, forward_only):
-    """The loop :meth:`MultiplicativeRNN.inner_loop` runs: ``run(xs_tm,
+    """The loop :meth:`MultiplicativeRNN.fused_inner_loop` runs: ``run(xs_tm,
     states, weights) -> (ys_tm, last_states)``.
 
     ``forward_only`` (evaluation, scoring): each step projects its own
