@@ -1,8 +1,8 @@
 """AWD-LSTM-DOC (Takase, Suzuki & Nagata 2018, "Direct Output Connection for a
-High-Rank Language Model") on PTB.
+High-Rank Language Model", arXiv:1808.10143) on PTB.
 
     python recipes/awd_lstm_doc_ptb.py [--preset paper|cpu] [--set ...]
-    keras-rnnlm finetune runs/awd_lstm_doc_ptb
+    keras-rnnlm finetune runs/awd_lstm_doc_ptb [--rounds N]
 
 Paper: PTB 23M params: 54.62/52.87 valid/test, repeated finetuning (fin)
 54.12/52.38.

@@ -1,8 +1,8 @@
 """AWD-LSTM-DOC (Takase, Suzuki & Nagata 2018, "Direct Output Connection for a
-High-Rank Language Model") on WT2.
+High-Rank Language Model", arXiv:1808.10143) on WT2.
 
     python recipes/awd_lstm_doc_wt2.py [--preset paper|cpu] [--set ...]
-    keras-rnnlm finetune runs/awd_lstm_doc_wt2
+    keras-rnnlm finetune runs/awd_lstm_doc_wt2 [--rounds N]
 
 Paper (Table 8): WT2 37M params: 60.97/58.55, finetuned (fin) 60.29/58.03.
 Presets (keras_rnnlm/presets/awd_lstm.py documents every value):

@@ -1,7 +1,8 @@
-"""AWD-LSTM-MoS (Yang et al. 2018, "Breaking the Softmax Bottleneck") on PTB.
+"""AWD-LSTM-MoS (Yang, Dai, Salakhutdinov & Cohen 2018, "Breaking the Softmax
+Bottleneck: A High-Rank RNN Language Model", arXiv:1711.03953) on PTB.
 
     python recipes/awd_lstm_mos_ptb.py [--preset paper|cpu] [--set ...]
-    keras-rnnlm finetune runs/awd_lstm_mos_ptb
+    keras-rnnlm finetune runs/awd_lstm_mos_ptb [--rounds N]
 
 Paper: PTB 22M params: 56.54/54.44 valid/test (finetuned).
 Presets (keras_rnnlm/presets/awd_lstm.py documents every value):

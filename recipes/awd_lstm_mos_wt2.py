@@ -1,7 +1,8 @@
-"""AWD-LSTM-MoS (Yang et al. 2018, "Breaking the Softmax Bottleneck") on WT2.
+"""AWD-LSTM-MoS (Yang, Dai, Salakhutdinov & Cohen 2018, "Breaking the Softmax
+Bottleneck: A High-Rank RNN Language Model", arXiv:1711.03953) on WT2.
 
     python recipes/awd_lstm_mos_wt2.py [--preset paper|cpu] [--set ...]
-    keras-rnnlm finetune runs/awd_lstm_mos_wt2
+    keras-rnnlm finetune runs/awd_lstm_mos_wt2 [--rounds N]
 
 Paper: WT2 35M params: 63.88/61.45.
 Presets (keras_rnnlm/presets/awd_lstm.py documents every value):

@@ -1,8 +1,8 @@
 """AWD-LSTM (Merity, Keskar & Socher 2018, "Regularizing and Optimizing LSTM
-Language Models") on PTB.
+Language Models", arXiv:1708.02182) on PTB.
 
     python recipes/awd_lstm_ptb.py [--preset paper|cpu] [--set ...]
-    keras-rnnlm finetune runs/awd_lstm_ptb
+    keras-rnnlm finetune runs/awd_lstm_ptb [--rounds N]
 
 Paper: PTB 24M params: paper 60.0/57.3 valid/test, finetuned (reference code
 README) 58.8/56.5.

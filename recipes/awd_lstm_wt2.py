@@ -1,8 +1,8 @@
 """AWD-LSTM (Merity, Keskar & Socher 2018, "Regularizing and Optimizing LSTM
-Language Models") on WT2.
+Language Models", arXiv:1708.02182) on WT2.
 
     python recipes/awd_lstm_wt2.py [--preset paper|cpu] [--set ...]
-    keras-rnnlm finetune runs/awd_lstm_wt2
+    keras-rnnlm finetune runs/awd_lstm_wt2 [--rounds N]
 
 Paper: WT2 33M params: paper 68.6/65.8.
 Presets (keras_rnnlm/presets/awd_lstm.py documents every value):

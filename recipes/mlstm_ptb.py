@@ -1,5 +1,6 @@
 """Maupomé & Meurs (2019), "Multiplicative Models for Recurrent Language
-Modeling": character-level Penn Treebank, bits per character.
+Modeling", arXiv:1907.00455: character-level Penn Treebank, bits per
+character.
 
     python recipes/mlstm_ptb.py                      # mLSTM, paper size
     python recipes/mlstm_ptb.py --cell mgru --size large

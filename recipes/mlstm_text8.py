@@ -1,4 +1,5 @@
-"""Maupomé & Meurs (2019), Section 5.2: character-level text8, BPC.
+"""Maupomé & Meurs (2019), "Multiplicative Models for Recurrent Language
+Modeling", arXiv:1907.00455, Section 5.2: character-level text8, BPC.
 
     python recipes/mlstm_text8.py --cell mlstm       # downloads text8
     python recipes/mlstm_text8.py --cell mgru --size large

@@ -1,7 +1,9 @@
-"""AWD-MMLSTM-MoS ("Major-Minor LSTMs for Word-Level Language Model") on PTB.
+"""AWD-MMLSTM-MoS on PTB: Shuang et al., "Major-Minor Long Short-Term
+Memory for Word-Level Language Model", IEEE TNNLS 2020,
+doi:10.1109/TNNLS.2019.2947563 (not on arXiv).
 
     python recipes/mmlstm_ptb.py [--preset NAME] [--set ...]
-    keras-rnnlm finetune runs/awd_mmlstm_mos_ptb
+    keras-rnnlm finetune runs/awd_mmlstm_mos_ptb [--rounds N]
 
 Paper (Table II): 21.3M params: 56.52/54.51 valid/test, finetuned
 55.42/53.46, + dynamic evaluation 47.31/46.81.

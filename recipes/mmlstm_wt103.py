@@ -1,5 +1,7 @@
-"""MMLSTM vs LSTM language models on WikiText-103 (Major-Minor LSTM paper,
-Tables VI and VII).
+"""MMLSTM vs LSTM language models on WikiText-103: Shuang et al.,
+"Major-Minor Long Short-Term Memory for Word-Level Language Model", IEEE
+TNNLS 2020, doi:10.1109/TNNLS.2019.2947563 (not on arXiv), Tables VI and
+VII.
 
     python recipes/mmlstm_wt103.py [--preset paper|lstm] [--set ...]
 
@@ -35,12 +37,9 @@ with tens of GB of memory; on a smaller one lower ``data.batch_size``
 ``[target] + 8,192`` candidates drawn from the (add-one) unigram
 distribution of the training counts, the logits corrected by
 ``-log(S Q(w))`` (:mod:`keras_rnnlm.layers.sampled_softmax`): 33x fewer
-decoder FLOPs and a 8,960 x 8,193 logit matrix. Measured on this CPU
-(``python bench/sampled_softmax.py --part speed --batch 64 --steps 2
---threads 2``): MMLSTM LM training step 1,740 vs 219 tok/s with the full
-softmax (7.96x; 3.98x at batch 16, where the dense Adam update of the
-68.5M-entry embedding weighs more). The reported perplexity is always the
-full softmax's. The corpus (~180 MB) is not downloaded offline.
+decoder FLOPs and a 8,960 x 8,193 logit matrix (``bench/sampled_softmax.py``
+measures the speed-up). The reported perplexity is always the full
+softmax's. The corpus (~180 MB) is not downloaded offline.
 """
 
 from keras_rnnlm.cli import recipe_main

@@ -1,8 +1,9 @@
-"""AWD-MMLSTM-MoS ("Major-Minor LSTMs for Word-Level Language Model") on
-WikiText-2.
+"""AWD-MMLSTM-MoS on WikiText-2: Shuang et al., "Major-Minor Long Short-Term
+Memory for Word-Level Language Model", IEEE TNNLS 2020,
+doi:10.1109/TNNLS.2019.2947563 (not on arXiv).
 
     python recipes/mmlstm_wt2.py [--preset NAME] [--set ...]
-    keras-rnnlm finetune runs/awd_mmlstm_mos_wt2
+    keras-rnnlm finetune runs/awd_mmlstm_mos_wt2 [--rounds N]
 
 Paper (Table III): 32.3M params: 64.30/61.77 valid/test, finetuned
 63.11/60.51, + dynamic evaluation 41.91/40.15.

@@ -1,4 +1,5 @@
-"""Character-level language models of Maupomé & Meurs (2019).
+"""Character-level language models of Maupomé & Meurs (2019),
+"Multiplicative Models for Recurrent Language Modeling", arXiv:1907.00455.
 
 One recurrent layer over one-hot characters, a softmax output, Adam, the
 best epoch on validation kept, no other regularisation. Used by
