@@ -65,7 +65,7 @@ may start first) and exit when the oracle has no trial left.
 
 import os
 
-from keras_rnnlm.tuning.command import major_minor_search_main
+from keras_rnnlm.cli.tune import major_minor_search_main
 
 SEARCH = {
     # ``--recipe NAME`` is a file of this directory.

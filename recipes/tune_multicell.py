@@ -20,7 +20,7 @@ epochs). Re-running with the same ``--out`` continues the search
 
 import os
 
-from keras_rnnlm.tuning.command import multicell_search_main
+from keras_rnnlm.cli.tune import multicell_search_main
 
 SEARCH = {
     "base_recipe": os.path.join(

@@ -765,7 +765,6 @@ def dynamic_evaluate_run(
     )
     result = {"split": split, "weights": weights, "preset": preset, **result}
     if static:
-
         sev = Evaluator(
             config.model,
             len(corpus.vocab),

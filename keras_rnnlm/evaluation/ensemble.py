@@ -78,7 +78,6 @@ def ensemble_evaluate(members, vocab_size, ids, batch_size, bptt):
 def ensemble_evaluate_runs(run_dirs, split="test", batch_size=None, bptt=None):
     """Ensemble of the best checkpoints of several runs on one corpus."""
 
-
     members = []
     corpus = None
     for run_dir in run_dirs:

@@ -91,7 +91,6 @@ def _rank_and_spectrum(matrix, tol=None):
 def output_rank(run_dir, split="valid", num_contexts=20000, batch_size=10):
     """Rank of a run's best model's log-probability matrix on ``split``."""
 
-
     config, vocab = load_run(run_dir)
     corpus = load_run_corpus(config, vocab)
     model = build_language_model(config.model, len(corpus.vocab), batch_size)

@@ -40,7 +40,7 @@ def compile_loop(fn):
     """
     if backend.backend() != "tensorflow":
         return fn
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow backend only
 
     return tf.function(fn, jit_compile=True, autograph=False)
 
@@ -55,7 +55,7 @@ def scan(step, init, xs, reverse=False):
     """
     if backend.backend() != "tensorflow":
         return ops.scan(step, init, xs, reverse=reverse)
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow backend only
 
     n = xs[0].shape[0]
     if n is None:
@@ -92,7 +92,7 @@ def _tensors(*xs):
     model's variables."""
     if backend.backend() != "tensorflow":
         return xs
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow backend only
 
     return tuple(tf.identity(x) for x in xs)
 
@@ -338,7 +338,7 @@ def _scan_backward(step, xs_tm, states, weights, states_all, d_ys, d_last):
     crosses the XLA boundary (TensorFlow's own while-loop gradient would
     need TensorLists there, which XLA does not support).
     """
-    import tensorflow as tf
+    import tensorflow as tf  # TensorFlow backend only
 
     prev_all = tuple(shift_in(s0, s) for s0, s in zip(states, states_all))
     n_states = len(states)

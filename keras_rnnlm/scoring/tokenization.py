@@ -68,7 +68,6 @@ class Tokenization:
 def tokenization_for_run(config, vocab):
     """The tokenisation matching a run's corpus (and its vocabulary)."""
     if config.data.level != "char":
-
         spec = CORPORA.get(config.data.corpus)
         if spec is None or spec.level != "char":
             return Tokenization("whitespace")

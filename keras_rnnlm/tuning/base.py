@@ -18,32 +18,22 @@ so they see ``val_ppl``. The package's callbacks hold no model at
 construction (:mod:`keras_rnnlm.callbacks.base`), so they may be given to
 ``search`` as well.
 
-The command-line helpers (:func:`add_search_arguments`,
-:func:`make_tuner`, :func:`write_table`) serve the ``recipes/tune_*.py``
-scripts, including Keras Tuner's distributed mode (:func:`is_worker`).
+The command line of the ``recipes/tune_*.py`` searches is
+:mod:`keras_rnnlm.cli.tune`.
 """
 
-import csv
 import dataclasses
 import math
-import os
 
 import keras_tuner
-from keras_tuner.src.distribute import utils as keras_tuner_distribute
 
 from keras_rnnlm.callbacks import ResetStates
 from keras_rnnlm.callbacks import make_lr_schedule
-from keras_rnnlm.recipe import config_from_preset
-from keras_rnnlm.recipe import load_recipe
 from keras_rnnlm.training.trainer import make_train_stream
 from keras_rnnlm.training.trainer import prepare_model
 from keras_rnnlm.training.trainer import validation_callback
 
 OBJECTIVE = keras_tuner.Objective("val_ppl", direction="min")
-TUNERS = {
-    "random": keras_tuner.RandomSearch,
-    "grid": keras_tuner.GridSearch,
-}
 
 
 class RunConfigHyperModel(keras_tuner.HyperModel):
@@ -187,89 +177,3 @@ def trial_table(tuner, describe=None):
         )
     rows.sort(key=lambda r: (r["val_ppl"] is None, r["val_ppl"] or 0))
     return rows
-
-
-# -- command-line helpers of the tuning recipes ----------------------------
-
-
-def add_search_arguments(parser, out, max_trials=10, epochs=3):
-    """The options every ``recipes/tune_*.py`` shares."""
-    parser.add_argument("--tuner", choices=sorted(TUNERS), default="random")
-    parser.add_argument(
-        "--max-trials", type=int, default=max_trials, help="trial budget"
-    )
-    parser.add_argument(
-        "--epochs", type=int, default=epochs, help="epoch budget per trial"
-    )
-    parser.add_argument("--seed", type=int, default=1234, help="tuner seed")
-    parser.add_argument("--out", default=out)
-    parser.add_argument("--overwrite", action="store_true")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="override a config value of the base preset",
-    )
-    parser.add_argument("--data-dir")
-    return parser
-
-
-def base_config(recipe_path, preset, overrides=(), data_dir=None):
-    """A recipe preset with ``--set`` overrides (and ``--data-dir``)."""
-    recipe = load_recipe(recipe_path)
-    overrides = list(overrides)
-    if data_dir:
-        overrides.append(f"data.data_dir={data_dir}")
-    return config_from_preset(recipe.PRESETS, preset, overrides)
-
-
-def is_worker():
-    """Whether this process is a worker of a distributed search
-    (``KERASTUNER_ORACLE_IP`` set and ``KERASTUNER_TUNER_ID`` not a
-    chief): it runs trials, the chief's oracle keeps the results."""
-    return (
-        keras_tuner_distribute.has_chief_oracle()
-        and not keras_tuner_distribute.is_chief_oracle()
-    )
-
-
-def make_tuner(hypermodel, args, project_name="search"):
-    """The tuner of ``args.tuner`` writing into ``args.out``.
-
-    A distributed worker never overwrites the project (the chief does,
-    once, for everyone).
-    """
-    os.makedirs(args.out, exist_ok=True)
-    return TUNERS[args.tuner](
-        hypermodel,
-        objective=OBJECTIVE,
-        max_trials=args.max_trials,
-        seed=args.seed,
-        directory=args.out,
-        project_name=project_name,
-        overwrite=args.overwrite and not is_worker(),
-    )
-
-
-def write_table(rows, out, keys, name="results"):
-    """``name.csv`` and ``name.md`` with the columns ``keys``."""
-    with open(os.path.join(out, f"{name}.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    lines = ["| " + " | ".join(keys) + " |", "|" + " --- |" * len(keys)]
-    for r in rows:
-        cells = []
-        for k in keys:
-            v = r.get(k)
-            if isinstance(v, float):
-                cells.append(f"{v:.2f}")
-            elif v is None:
-                cells.append("")
-            else:
-                cells.append(str(v))
-        lines.append("| " + " | ".join(cells) + " |")
-    with open(os.path.join(out, f"{name}.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")

@@ -13,9 +13,9 @@ from keras import ops
 from keras_rnnlm.callbacks.nt_asgd import should_trigger
 from keras_rnnlm.config import RunConfig
 from keras_rnnlm.config import apply_overrides
+from keras_rnnlm.runs import load_run_corpus
 from keras_rnnlm.training import train
 from keras_rnnlm.training.finetune import finetune
-from keras_rnnlm.runs import load_run_corpus
 from keras_rnnlm.training.trainer import make_train_stream
 
 

@@ -8,6 +8,8 @@ import keras
 import keras_tuner
 import pytest
 
+from keras_rnnlm.cli.tune import base_config
+from keras_rnnlm.cli.tune import run_major_minor_search
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.config import ModelConfig
 from keras_rnnlm.config import RunConfig
@@ -16,8 +18,6 @@ from keras_rnnlm.models.params import count_params
 from keras_rnnlm.models.params import solve_sizes
 from keras_rnnlm.presets.major_minor_lstm import TABLE_IX
 from keras_rnnlm.presets.major_minor_lstm import ratio_preset
-from keras_rnnlm.tuning.base import base_config
-from keras_rnnlm.tuning.command import run_major_minor_search
 from keras_rnnlm.tuning.major_minor import HiddenSizeHyperModel
 from keras_rnnlm.tuning.major_minor import MajorMinorHyperModel
 

@@ -4,8 +4,8 @@ import os
 import keras_tuner
 import pytest
 
-from keras_rnnlm.tuning.base import base_config
-from keras_rnnlm.tuning.command import run_multicell_search
+from keras_rnnlm.cli.tune import base_config
+from keras_rnnlm.cli.tune import run_multicell_search
 from keras_rnnlm.tuning.multicell import MultiCellHyperModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))

@@ -1,36 +1,129 @@
-"""The command line of the Keras Tuner recipes (``recipes/tune_*.py``).
+"""The command line of the Keras Tuner recipes (``recipes/tune_*.py``),
+with the command line's error policy.
 
 A tuning recipe is a docstring, its defaults (data) and one call::
 
     raise SystemExit(multicell_search_main(description=__doc__, **SEARCH))
 
-Each search parses its options (those of :func:`~keras_rnnlm.tuning.base.
-add_search_arguments` and its own), builds the base config from a
-recipe preset, runs the tuner and, on the chief (or a single process),
-writes ``results.csv``, ``results.md`` and a plot into ``--out``.
+Each search parses its options (those of :func:`add_search_arguments`
+and its own), builds the base config from a recipe preset, runs the
+tuner and, on the chief (or a single process), writes ``results.csv``,
+``results.md`` and a plot into ``--out``.
 ``run_*_search`` return the trial rows (best first; ``[]`` on a
 distributed worker), ``*_search_main`` the exit status.
 """
 
 import argparse
+import csv
 import os
+import sys
 
+import keras_tuner
+from keras_tuner.src.distribute import utils as keras_tuner_distribute
+
+from keras_rnnlm.cli.errors import debug_requested
+from keras_rnnlm.cli.errors import run_reporting_errors
+from keras_rnnlm.cli.train import add_debug_flag
+from keras_rnnlm.cli.train import add_set_option
 from keras_rnnlm.layers.multicell_lstm import STRATEGIES
+from keras_rnnlm.recipe import config_from_preset
+from keras_rnnlm.recipe import load_recipe
 from keras_rnnlm.runs import load_run_corpus
-from keras_rnnlm.tuning.base import add_search_arguments
-from keras_rnnlm.tuning.base import base_config
-from keras_rnnlm.tuning.base import is_worker
-from keras_rnnlm.tuning.base import make_tuner
+from keras_rnnlm.tuning.base import OBJECTIVE
 from keras_rnnlm.tuning.base import trial_table
-from keras_rnnlm.tuning.base import write_table
 from keras_rnnlm.tuning.major_minor import DECILES
 from keras_rnnlm.tuning.major_minor import HiddenSizeHyperModel
 from keras_rnnlm.tuning.major_minor import MajorMinorHyperModel
 from keras_rnnlm.tuning.multicell import PAPER_CELLS
 from keras_rnnlm.tuning.multicell import MultiCellHyperModel
 
+TUNERS = {
+    "random": keras_tuner.RandomSearch,
+    "grid": keras_tuner.GridSearch,
+}
+
 MULTICELL_KEYS = ["trial", "num_cells", "strategy", "o_thr", "val_ppl"]
 MULTICELL_KEYS += ["best_epoch", "status"]
+
+
+# -- shared by every search ----------------------------------------------
+
+
+def add_search_arguments(parser, out, max_trials=10, epochs=3):
+    """The options every ``recipes/tune_*.py`` shares."""
+    parser.add_argument("--tuner", choices=sorted(TUNERS), default="random")
+    parser.add_argument(
+        "--max-trials", type=int, default=max_trials, help="trial budget"
+    )
+    parser.add_argument(
+        "--epochs", type=int, default=epochs, help="epoch budget per trial"
+    )
+    parser.add_argument("--seed", type=int, default=1234, help="tuner seed")
+    parser.add_argument("--out", default=out)
+    parser.add_argument("--overwrite", action="store_true")
+    add_set_option(parser, "override a config value of the base preset")
+    parser.add_argument("--data-dir")
+    add_debug_flag(parser)
+    return parser
+
+
+def base_config(recipe_path, preset, overrides=(), data_dir=None):
+    """A recipe preset with ``--set`` overrides (and ``--data-dir``)."""
+    recipe = load_recipe(recipe_path)
+    overrides = list(overrides)
+    if data_dir:
+        overrides.append(f"data.data_dir={data_dir}")
+    return config_from_preset(recipe.PRESETS, preset, overrides)
+
+
+def is_worker():
+    """Whether this process is a worker of a distributed search
+    (``KERASTUNER_ORACLE_IP`` set and ``KERASTUNER_TUNER_ID`` not a
+    chief): it runs trials, the chief's oracle keeps the results."""
+    return (
+        keras_tuner_distribute.has_chief_oracle()
+        and not keras_tuner_distribute.is_chief_oracle()
+    )
+
+
+def make_tuner(hypermodel, args, project_name="search"):
+    """The tuner of ``args.tuner`` writing into ``args.out``.
+
+    A distributed worker never overwrites the project (the chief does,
+    once, for everyone).
+    """
+    os.makedirs(args.out, exist_ok=True)
+    return TUNERS[args.tuner](
+        hypermodel,
+        objective=OBJECTIVE,
+        max_trials=args.max_trials,
+        seed=args.seed,
+        directory=args.out,
+        project_name=project_name,
+        overwrite=args.overwrite and not is_worker(),
+    )
+
+
+def write_table(rows, out, keys, name="results"):
+    """``name.csv`` and ``name.md`` with the columns ``keys``."""
+    with open(os.path.join(out, f"{name}.csv"), "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = ["| " + " | ".join(keys) + " |", "|" + " --- |" * len(keys)]
+    for r in rows:
+        cells = []
+        for k in keys:
+            v = r.get(k)
+            if isinstance(v, float):
+                cells.append(f"{v:.2f}")
+            elif v is None:
+                cells.append("")
+            else:
+                cells.append(str(v))
+        lines.append("| " + " | ".join(cells) + " |")
+    with open(os.path.join(out, f"{name}.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 def _parser(description):
@@ -137,10 +230,10 @@ def run_multicell_search(
     return rows
 
 
-def multicell_search_main(base_recipe, **kwargs):
-    """:func:`run_multicell_search`; returns the exit status."""
-    run_multicell_search(base_recipe, **kwargs)
-    return 0
+def multicell_search_main(base_recipe, argv=None, **kwargs):
+    """:func:`run_multicell_search`; returns the exit status (2 after a
+    user error)."""
+    return _main(run_multicell_search, argv, base_recipe, **kwargs)
 
 
 # -- Major-Minor ratios and LSTM sizes (recipes/tune_mmlstm_ratio.py) ------
@@ -315,7 +408,19 @@ def run_major_minor_search(
     return rows
 
 
-def major_minor_search_main(recipe_dir, base_recipes, **kwargs):
-    """:func:`run_major_minor_search`; returns the exit status."""
-    run_major_minor_search(recipe_dir, base_recipes, **kwargs)
-    return 0
+def major_minor_search_main(recipe_dir, base_recipes, argv=None, **kwargs):
+    """:func:`run_major_minor_search`; returns the exit status (2 after a
+    user error)."""
+    return _main(
+        run_major_minor_search, argv, recipe_dir, base_recipes, **kwargs
+    )
+
+
+def _main(search, argv, *args, **kwargs):
+    argv = sys.argv[1:] if argv is None else list(argv)
+
+    def run():
+        search(*args, argv=argv, **kwargs)
+        return 0
+
+    return run_reporting_errors("tune", run, debug_requested(argv))
