@@ -19,4 +19,4 @@ PRESETS = awd_presets("awd_lstm_mos", "ptb")
 DEFAULT_PRESET = "paper"
 
 if __name__ == "__main__":
-    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, description=__doc__))
+    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, __doc__))

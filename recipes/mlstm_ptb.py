@@ -54,12 +54,7 @@ PAPER_TEST_BPC = {
     "mgru-large": 0.98,
 }
 
+AXES = {"cell": (CELLS, "mlstm"), "size": (tuple(SIZES), "paper")}
+
 if __name__ == "__main__":
-    raise SystemExit(
-        recipe_main(
-            PRESETS,
-            DEFAULT_PRESET,
-            description=__doc__,
-            axes={"cell": (CELLS, "mlstm"), "size": (tuple(SIZES), "paper")},
-        )
-    )
+    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, __doc__, axes=AXES))

@@ -48,12 +48,7 @@ PRESETS, PARAMETERS = char_lm_presets(
 DEFAULT_PRESET = "mlstm-paper"
 PAPER_TEST_BPC = {"mgru-large": 1.21}
 
+AXES = {"cell": (CELLS, "mlstm"), "size": (tuple(SIZES), "paper")}
+
 if __name__ == "__main__":
-    raise SystemExit(
-        recipe_main(
-            PRESETS,
-            DEFAULT_PRESET,
-            description=__doc__,
-            axes={"cell": (CELLS, "mlstm"), "size": (tuple(SIZES), "paper")},
-        )
-    )
+    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, __doc__, axes=AXES))

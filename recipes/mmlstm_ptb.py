@@ -29,4 +29,4 @@ PRESETS = mmlstm_presets("ptb")
 DEFAULT_PRESET = "paper"
 
 if __name__ == "__main__":
-    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, description=__doc__))
+    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, __doc__))

@@ -49,4 +49,4 @@ PRESETS = wt103_presets()
 DEFAULT_PRESET = "paper"
 
 if __name__ == "__main__":
-    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, description=__doc__))
+    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, __doc__))

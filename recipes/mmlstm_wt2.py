@@ -27,4 +27,4 @@ PRESETS = mmlstm_presets("wt2")
 DEFAULT_PRESET = "paper"
 
 if __name__ == "__main__":
-    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, description=__doc__))
+    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, __doc__))

@@ -61,15 +61,7 @@ PAPER = {  # valid, test
     "large-emb600": (95.07, 92.38),
 }
 
+AXES = {"size": (tuple(SIZES), "small"), "variant": (VARIANT_NAMES, None)}
+
 if __name__ == "__main__":
-    raise SystemExit(
-        recipe_main(
-            PRESETS,
-            DEFAULT_PRESET,
-            description=__doc__,
-            axes={
-                "size": (tuple(SIZES), "small"),
-                "variant": (VARIANT_NAMES, None),
-            },
-        )
-    )
+    raise SystemExit(recipe_main(PRESETS, DEFAULT_PRESET, __doc__, axes=AXES))

@@ -54,6 +54,17 @@ _BASE_LAYER_ARGS = frozenset(
 )
 
 
+def randomized(layer, input_shape, seed, scale=0.5):
+    """Builds ``layer`` on ``input_shape`` and sets every weight to
+    U(-scale, scale) draws of ``seed``; returns the layer."""
+    layer.build(input_shape)
+    rng = np.random.default_rng(seed)
+    layer.set_weights(
+        [rng.uniform(-scale, scale, w.shape) for w in layer.get_weights()]
+    )
+    return layer
+
+
 def run_layer_test(
     layer_cls,
     init_kwargs,

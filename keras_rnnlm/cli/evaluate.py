@@ -19,6 +19,18 @@ from keras_rnnlm.evaluation.rank import output_rank
 from keras_rnnlm.runs import evaluate_run
 
 SPLITS = ("train", "valid", "test")
+# Options passed on under their own names.
+DYNAMIC_EVAL_OPTIONS = (
+    "split weights max_tokens static output verbose variant lr lamb epsilon "
+    "bptt grad_batch_size grad_bptt grad_batches statistics"
+).split()
+FEATURE_MASKING_OPTIONS = (
+    "runs split seed batch_size bptt max_tokens labels".split()
+)
+
+
+def _options(args, names):
+    return {name: getattr(args, name) for name in names}
 
 
 def _evaluate(args):
@@ -38,23 +50,9 @@ def _evaluate(args):
 def _dynamic_eval(args):
     r = dynamic_evaluate_run(
         args.run_dir,
-        split=args.split,
         preset=args.hparams,
-        weights=args.weights,
-        max_tokens=args.max_tokens,
-        static=args.static,
-        output=args.output,
-        verbose=args.verbose,
         jit_compile=not args.no_jit,
-        variant=args.variant,
-        lr=args.lr,
-        lamb=args.lamb,
-        epsilon=args.epsilon,
-        bptt=args.bptt,
-        grad_batch_size=args.grad_batch_size,
-        grad_bptt=args.grad_bptt,
-        grad_batches=args.grad_batches,
-        statistics=args.statistics,
+        **_options(args, DYNAMIC_EVAL_OPTIONS),
     )
     line = f"dynamic-eval {args.split}: ppl {r['ppl']:.2f}"
     if "bpc" in r:
@@ -128,13 +126,7 @@ def _feature_masking(args):
         args.run_dirs,
         layers=args.layer,
         ps=args.p,
-        runs=args.runs,
-        split=args.split,
-        seed=args.seed,
-        batch_size=args.batch_size,
-        bptt=args.bptt,
-        max_tokens=args.max_tokens,
-        labels=args.labels,
+        **_options(args, FEATURE_MASKING_OPTIONS),
     )
     os.makedirs(args.out, exist_ok=True)
     csv_path = os.path.join(args.out, "feature_masking.csv")

@@ -159,6 +159,14 @@ def _report(rows, out, plot_name):
     )
 
 
+def _save(fig, plt, out, name):
+    """Writes ``fig`` to ``out/name`` and closes it; returns ``name``."""
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, name), dpi=100)
+    plt.close(fig)
+    return name
+
+
 def _pyplot():
     import matplotlib
 
@@ -198,10 +206,7 @@ def plot_cells(rows, out, name="ppl_vs_cells.png"):
     ax.set_title("Multi-cell LSTM: perplexity vs number of cells")
     if by_strategy:
         ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, name), dpi=100)
-    plt.close(fig)
-    return name
+    return _save(fig, plt, out, name)
 
 
 def run_multicell_search(
@@ -371,10 +376,7 @@ def plot_layers(rows, out, search, searched):
         ax.set_ylabel("best validation perplexity")
         ax.grid(alpha=0.3)
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, name), dpi=100)
-    plt.close(fig)
-    return name
+    return _save(fig, plt, out, name)
 
 
 def run_major_minor_search(

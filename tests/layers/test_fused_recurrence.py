@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import randomized
 
 from keras_rnnlm.layers.fused_recurrence import FusedRecurrence
 from keras_rnnlm.layers.fused_recurrence import custom_gradient
@@ -186,12 +187,7 @@ def _major_minor(fuse, **kwargs):
         fuse_branches=fuse,
         **kwargs,
     )
-    layer.build((B, T, D))
-    rng = np.random.default_rng(2)
-    layer.set_weights(
-        [rng.uniform(-0.5, 0.5, w.shape) for w in layer.get_weights()]
-    )
-    return layer
+    return randomized(layer, (B, T, D), 2)
 
 
 def test_major_minor_fuse_branches_true_fuses_on_every_backend():

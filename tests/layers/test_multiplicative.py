@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import randomized
 from layer_testing import run_layer_test
 
 from keras_rnnlm.layers.multiplicative import CELLS
@@ -102,12 +103,7 @@ def _layer(name, fused="auto", **kw):
         fused=fused,
         **kw,
     )
-    layer.build((B, T, D))
-    rng = np.random.default_rng(42)
-    layer.set_weights(
-        [rng.uniform(-0.5, 0.5, w.shape) for w in layer.get_weights()]
-    )
-    return layer
+    return randomized(layer, (B, T, D), 42)
 
 
 def _run_ref(name, layer, x):
