@@ -115,6 +115,12 @@ class ModelConfig:
             full softmax.
         sampler_power: the candidate proposal is ``(count + 1) ** power``
             over the training counts (1: unigram, 0: uniform).
+        context: a long-term context module concatenated to the word
+            embedding before the recurrent layers: ``None`` or
+            ``{"type": "cbow", "weighting": "uniform" | "positional" |
+            "idf", "window": K, "dim": size, "alpha": base}`` (defaults
+            K = 100, size = ``embedding_dim``, base = 1.05), the CBOW
+            context vector (:mod:`keras_rnnlm.layers.cbow_context`).
     """
 
     embedding_dim: int = 200
@@ -140,6 +146,7 @@ class ModelConfig:
     tar_beta: float = 0.0
     sampled_softmax: int = 0
     sampler_power: float = 1.0
+    context: dict | None = None
 
 
 @dataclasses.dataclass

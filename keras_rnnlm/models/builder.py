@@ -18,6 +18,10 @@ from keras_rnnlm.config import ConfigError
 from keras_rnnlm.layers.activation_regularization import (
     ActivationRegularization,
 )
+from keras_rnnlm.layers.cbow_context import DEFAULT_ALPHA
+from keras_rnnlm.layers.cbow_context import DEFAULT_WINDOW
+from keras_rnnlm.layers.cbow_context import WEIGHTINGS as CONTEXT_WEIGHTINGS
+from keras_rnnlm.layers.cbow_context import CBOWContext
 from keras_rnnlm.layers.direct_output_connection import DirectOutputConnection
 from keras_rnnlm.layers.embedding_dropout import EmbeddingDropout
 from keras_rnnlm.layers.locked_dropout import LockedDropout
@@ -37,6 +41,8 @@ HEADS = ("softmax", "tied", "mos", "doc")
 TIED_HEADS = ("tied", "mos", "doc")
 RNN_INITS = (None, "pytorch")
 INPUT_ENCODINGS = ("embedding", "one_hot")
+#: ``model.context["type"]`` values: the CBOW context of arXiv:2106.08927.
+CONTEXT_TYPES = ("cbow",)
 #: Cells whose weights ``model.weight_dropout`` drops (DropConnect).
 WEIGHT_DROP_CELLS = ("lstm", "weight_drop_lstm", "mmlstm")
 
@@ -65,6 +71,8 @@ SAMPLER_SEED = 160
 WEIGHT_DROP_SEED = 200
 #: MoS / DOC latent dropout (``dropoutl``).
 LATENT_DROPOUT_SEED = 300
+#: The CBOW context module's embedding table (``model.context``).
+CONTEXT_INIT_SEED = 400
 
 
 def stream_seed(seed, offset):
@@ -101,8 +109,56 @@ def recurrent_layer_name(config):
     return config.cell
 
 
+def context_spec(config):
+    """``config.context`` with its defaults filled in (``None``: no
+    context module); raises ConfigError for an invalid one."""
+    spec = config.context
+    if spec is None:
+        return None
+    if not isinstance(spec, dict):
+        raise ConfigError(f"model.context must be None or a dict, got {spec!r}")
+    known = {"type", "weighting", "window", "dim", "alpha"}
+    unknown = sorted(set(spec) - known)
+    if unknown:
+        raise ConfigError(
+            f"Unknown key(s) {unknown} in model.context; valid keys: "
+            f"{sorted(known)}"
+        )
+    full = {
+        "type": "cbow",
+        "weighting": "uniform",
+        "window": DEFAULT_WINDOW,
+        "dim": config.embedding_dim,
+        "alpha": DEFAULT_ALPHA,
+        **spec,
+    }
+    if full["type"] not in CONTEXT_TYPES:
+        raise ConfigError(
+            f"model.context.type must be one of {CONTEXT_TYPES}, got "
+            f"{full['type']!r}"
+        )
+    if full["weighting"] not in CONTEXT_WEIGHTINGS:
+        raise ConfigError(
+            f"model.context.weighting must be one of {CONTEXT_WEIGHTINGS}, "
+            f"got {full['weighting']!r}"
+        )
+    for key in ("window", "dim"):
+        value = full[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(
+                f"model.context.{key} must be an int >= 1, got {value!r}"
+            )
+    alpha = full["alpha"]
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
+        raise ConfigError(f"model.context.alpha must be a number: {alpha!r}")
+    if not alpha >= 1.0:
+        raise ConfigError(f"model.context.alpha must be >= 1, got {alpha}")
+    return full
+
+
 def validate_model_config(config):
     """Raises ConfigError for inconsistent model settings."""
+    context_spec(config)
     if config.head not in HEADS:
         raise ConfigError(
             f"model.head must be one of {HEADS}, got {config.head!r}"
@@ -269,6 +325,8 @@ def build_language_model(
         )
     embedding = _input_encoding(config, vocab_size, seed)
     x = _embed(config, embedding, tokens, vocab_size, seed)
+    if config.context is not None:
+        x = _with_context(config, x, tokens, vocab_size, stateful, seed)
     sources, raw = _recurrent_stack(
         config, x, stateful, seed, recurrent_output_hook
     )
@@ -325,6 +383,25 @@ def _embed(config, embedding, tokens, vocab_size, seed):
             name="embedding_dropout",
         )([tokens, x])
     return x
+
+
+def _with_context(config, x, tokens, vocab_size, stateful, seed):
+    """``[x, d]``: the encoded tokens and the context vector of
+    ``model.context`` (its own table, stateful with the recurrent layers;
+    dropout 0 of :func:`layer_dropouts` then drops both)."""
+    spec = context_spec(config)
+    init = uniform(config.init_range, stream_seed(seed, CONTEXT_INIT_SEED))
+    context = CBOWContext(
+        vocab_size,
+        spec["dim"],
+        weighting=spec["weighting"],
+        window=spec["window"],
+        alpha=spec["alpha"],
+        embeddings_initializer=init or "uniform",
+        stateful=stateful,
+        name="cbow_context",
+    )(tokens)
+    return keras.layers.Concatenate(name="with_context")([x, context])
 
 
 def _dropout(config, x, k, rate, seed):

@@ -6,8 +6,10 @@
 parameter model would take seconds to allocate and initialise): exactly,
 in closed form, for LSTM and Major-Minor LSTM stacks (``cell`` =
 ``lstm``, ``weight_drop_lstm``, ``keras_lstm``, ``mmlstm``; weight-dropped
-or not) with any head (``softmax``, ``tied``, ``mos``, ``doc``) and either
-input encoding; other cells are counted by building a stateless model.
+or not) with any head (``softmax``, ``tied``, ``mos``, ``doc``), either
+input encoding and a ``model.context`` module (its table, ``V * dim``, and
+the ``dim`` extra inputs of the first layer); other cells are counted by
+building a stateless model.
 
 :func:`solve_sizes` is the Table IX rule of the Major-Minor LSTM paper:
 "set different overall output sizes to ensure that the parameter counts
@@ -25,6 +27,7 @@ import dataclasses
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.layers.major_minor_lstm import count_params as mmlstm_params
 from keras_rnnlm.layers.multiplicative import CELLS as MULTIPLICATIVE_CELLS
+from keras_rnnlm.models.builder import context_spec
 
 #: Cells counted in closed form (one fused LSTM per layer or branch).
 LSTM_CELLS = ("lstm", "weight_drop_lstm", "keras_lstm", "mmlstm")
@@ -51,6 +54,10 @@ def count_params(config, vocab_size, num_biases=1):
         n, emb_out = 0, v
     else:
         n, emb_out = v * config.embedding_dim, config.embedding_dim
+    spec = context_spec(config)
+    if spec is not None:  # the CBOW table; [embedding, d_t] feeds layer 0
+        n += v * spec["dim"]
+        emb_out += spec["dim"]
     sizes = list(config.hidden_sizes)
     props = (
         config.major_proportions
