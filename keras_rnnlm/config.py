@@ -8,6 +8,8 @@ A run is described by a :class:`RunConfig` with three sections, ``data``,
 
 import dataclasses
 import json
+import math
+import numbers
 from typing import Any
 
 
@@ -55,6 +57,9 @@ class DataConfig:
     max_train_tokens: int | None = None
     bptt_max_delta: int | None = None
     bptt_multiple: int = 1
+
+    def __post_init__(self):
+        _check_fields(self)
 
 
 @dataclasses.dataclass
@@ -148,6 +153,9 @@ class ModelConfig:
     sampler_power: float = 1.0
     context: dict | None = None
 
+    def __post_init__(self):
+        _check_fields(self)
+
 
 @dataclasses.dataclass
 class TrainConfig:
@@ -206,8 +214,307 @@ class TrainConfig:
     checkpoint_every_minutes: float | None = 20.0
     checkpoint_every_steps: int | None = None
 
+    def __post_init__(self):
+        _check_fields(self)
+
 
 _SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+
+
+# -- typed, range-checked fields ---------------------------------------------
+#
+# Every field of every section has a check, run when the section is built
+# (``from_dict``, ``--set`` overrides, JSON configs, recipe presets, direct
+# construction): a wrong type or a value out of range is a ConfigError that
+# names the key and what it expects, before anything is written. Checks
+# that involve several fields (a tied head's sizes, a head's mixture) stay
+# with the builder (:func:`keras_rnnlm.models.validate_model_config`).
+
+
+def _is_int(v):
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _is_real(v):
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+class _Int:
+    def __init__(self, lo=None, hi=None):
+        self.lo, self.hi = lo, hi
+        bounds = [f">= {lo}" if lo is not None else None]
+        bounds.append(f"< {hi}" if hi is not None else None)
+        self.expects = " ".join(["an int", *filter(None, bounds)])
+
+    def ok(self, v):
+        return (
+            _is_int(v)
+            and (self.lo is None or v >= self.lo)
+            and (self.hi is None or v < self.hi)
+        )
+
+
+class _Float:
+    """A finite number in a range (``lo``/``hi`` bounds; ``lo_open`` and
+    ``hi_open`` exclude them)."""
+
+    def __init__(self, lo=None, hi=None, lo_open=False, hi_open=False):
+        self.lo, self.hi, self.lo_open, self.hi_open = lo, hi, lo_open, hi_open
+        if lo is not None and hi is not None:
+            left = "(" if lo_open else "["
+            right = ")" if hi_open else "]"
+            self.expects = f"a number in {left}{lo}, {hi}{right}"
+        elif lo is not None:
+            self.expects = f"a number {'>' if lo_open else '>='} {lo}"
+        else:
+            self.expects = "a finite number"
+
+    def ok(self, v):
+        if not _is_real(v) or not math.isfinite(v):
+            return False
+        if self.lo is not None and (
+            v <= self.lo if self.lo_open else v < self.lo
+        ):
+            return False
+        if self.hi is not None and (
+            v >= self.hi if self.hi_open else v > self.hi
+        ):
+            return False
+        return True
+
+
+class _Bool:
+    expects = "true or false"
+
+    def ok(self, v):
+        return isinstance(v, bool)
+
+
+class _Str:
+    def __init__(self, choices=None):
+        self.choices = choices
+        self.expects = (
+            f"one of {list(choices)}" if choices else "a non-empty string"
+        )
+
+    def ok(self, v):
+        if not isinstance(v, str):
+            return False
+        return v in self.choices if self.choices else bool(v)
+
+
+class _Const:
+    def __init__(self, value):
+        self.value = value
+        self.expects = json.dumps(value)
+
+    def ok(self, v):
+        return isinstance(v, type(self.value)) and v == self.value
+
+
+class _CellObject:
+    """From Python, ``model.cell`` may also be a Keras RNN cell class or
+    instance (not JSON: such a config is not saved)."""
+
+    expects = "a recurrent layer name (or, from Python, a Keras RNN cell)"
+
+    def ok(self, v):
+        if isinstance(v, str):
+            return bool(v)
+        return not isinstance(
+            v, (numbers.Number, list, tuple, dict, type(None))
+        )
+
+
+class _Dict:
+    expects = "a JSON object"
+
+    def ok(self, v):
+        return isinstance(v, dict) and all(isinstance(k, str) for k in v)
+
+
+class _List:
+    def __init__(self, item, min_len=0):
+        self.item, self.min_len = item, min_len
+        kind = "a non-empty list" if min_len else "a list"
+        self.expects = f"{kind} of items, each {item.expects}"
+
+    def ok(self, v):
+        return (
+            isinstance(v, (list, tuple))
+            and len(v) >= self.min_len
+            and all(self.item.ok(x) for x in v)
+        )
+
+
+class _Either:
+    def __init__(self, *options):
+        self.options = options
+        self.expects = " or ".join(o.expects for o in options)
+
+    def ok(self, v):
+        return any(o.ok(v) for o in self.options)
+
+
+class _None:
+    expects = "null"
+
+    def ok(self, v):
+        return v is None
+
+
+def _optional(check):
+    return _Either(_None(), check)
+
+
+_SIZE = _Int(lo=1)
+_RATE = _Float(lo=0, hi=1, hi_open=True)
+_NONNEG = _Float(lo=0)
+_POSITIVE = _Float(lo=0, lo_open=True)
+
+FIELD_CHECKS = {
+    "data": {
+        "corpus": _Str(),
+        "data_dir": _optional(_Str()),
+        "level": _optional(_Str(("word", "char"))),
+        "batch_size": _SIZE,
+        "bptt": _SIZE,
+        "variable_bptt": _Bool(),
+        "eval_batch_size": _optional(_SIZE),
+        "test_batch_size": _SIZE,
+        "eval_bptt": _optional(_SIZE),
+        "max_tokens": _optional(_Int(lo=2)),
+        "max_train_tokens": _optional(_Int(lo=2)),
+        "bptt_max_delta": _optional(_Int(lo=0)),
+        "bptt_multiple": _SIZE,
+    },
+    "model": {
+        "embedding_dim": _SIZE,
+        "input_encoding": _Str(),
+        "hidden_sizes": _List(_SIZE, min_len=1),
+        "cell": _CellObject(),
+        "cell_kwargs": _Dict(),
+        "head": _Str(),
+        "dropout": _RATE,
+        "init_range": _optional(_POSITIVE),
+        "rnn_init": _optional(_Str()),
+        "locked_dropout": _Bool(),
+        "dropouti": _optional(_RATE),
+        "dropouth": _optional(_RATE),
+        "dropoute": _RATE,
+        "weight_dropout": _RATE,
+        "major_proportions": _optional(
+            _List(_Float(lo=0, hi=1, lo_open=True), min_len=1)
+        ),
+        "minor_input": _Str(),
+        "mixture_components": _optional(
+            _Either(_SIZE, _List(_Int(lo=0), min_len=1))
+        ),
+        "dropoutl": _RATE,
+        "cv_penalty": _NONNEG,
+        "ar_alpha": _NONNEG,
+        "tar_beta": _NONNEG,
+        "sampled_softmax": _Int(lo=0),
+        "sampler_power": _NONNEG,
+        "context": _optional(_Dict()),
+    },
+    "train": {
+        "epochs": _SIZE,
+        "optimizer": _Str(("sgd", "adam")),
+        "learning_rate": _NONNEG,
+        "clipnorm": _optional(_POSITIVE),
+        "weight_decay": _NONNEG,
+        "lr_schedule": _Dict(),
+        "seed": _Int(lo=0, hi=2**32),
+        "out_dir": _Str(),
+        "jit_compile": _Either(_Bool(), _Const("auto")),
+        "dtype_policy": _Str(
+            (
+                "float32",
+                "float16",
+                "bfloat16",
+                "float64",
+                "mixed_float16",
+                "mixed_bfloat16",
+            )
+        ),
+        "tensorboard": _Bool(),
+        "verbose": _Either(_Const("auto"), _Int(lo=0, hi=3)),
+        "nt_asgd_nonmono": _optional(_Int(lo=0)),
+        "nt_asgd_from_start": _Bool(),
+        "stop_on_nonmono": _Bool(),
+        "checkpoint_every_minutes": _optional(_POSITIVE),
+        "checkpoint_every_steps": _optional(_SIZE),
+    },
+}
+
+# ``train.lr_schedule``: ``{"name": NAME, **params}``; each schedule's
+# parameters (:mod:`keras_rnnlm.callbacks.lr_schedules`) and whether they
+# are required.
+LR_SCHEDULE_PARAMS = {
+    "constant": {},
+    "zaremba": {"decay": (_POSITIVE, True), "start_epoch": (_Int(lo=0), True)},
+    "plateau_annealing": {
+        "decay": (_Float(lo=0, hi=1, lo_open=True), False),
+        "epochs_to_wait": (_Int(lo=0), False),
+        "min_reduction": (_NONNEG, False),
+        "min_lr": (_NONNEG, False),
+        "monitor": (_Str(), False),
+    },
+    "divide_on_plateau": {
+        "factor": (_Float(lo=1, lo_open=True), False),
+        "monitor": (_Str(), False),
+    },
+}
+
+
+def _describe(value):
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _check_fields(section_config):
+    section = _SECTION_NAMES[type(section_config)]
+    for key, check in FIELD_CHECKS[section].items():
+        value = getattr(section_config, key)
+        if not check.ok(value):
+            raise ConfigError(
+                f"{section}.{key} must be {check.expects}, got "
+                f"{_describe(value)}"
+            )
+    if section == "train":
+        _check_lr_schedule(section_config.lr_schedule)
+
+
+def _check_lr_schedule(spec):
+    name = spec.get("name", "constant")
+    if not isinstance(name, str) or name not in LR_SCHEDULE_PARAMS:
+        raise ConfigError(
+            f"train.lr_schedule.name must be one of "
+            f"{sorted(LR_SCHEDULE_PARAMS)}, got {_describe(name)}"
+        )
+    params = LR_SCHEDULE_PARAMS[name]
+    unknown = sorted(set(spec) - {"name", *params})
+    if unknown:
+        raise ConfigError(
+            f"Unknown key(s) {unknown} in train.lr_schedule {name!r}; "
+            f"valid keys: {sorted(['name', *params])}"
+        )
+    for key, (check, required) in params.items():
+        if key not in spec:
+            if required:
+                raise ConfigError(
+                    f"train.lr_schedule {name!r} needs "
+                    f"train.lr_schedule.{key} ({check.expects})"
+                )
+            continue
+        if not check.ok(spec[key]):
+            raise ConfigError(
+                f"train.lr_schedule.{key} must be {check.expects}, got "
+                f"{_describe(spec[key])}"
+            )
+
+
+_SECTION_NAMES = {cls: name for name, cls in _SECTIONS.items()}
 
 
 @dataclasses.dataclass
@@ -236,7 +543,10 @@ class RunConfig:
                 f"Unknown config section(s) {sorted(unknown)}; valid: "
                 f"{['name', *_SECTIONS]}"
             )
-        kwargs = {"name": d.get("name", "run")}
+        name = d.get("name", "run")
+        if not isinstance(name, str):
+            raise ConfigError(f"name must be a string, got {_describe(name)}")
+        kwargs = {"name": name}
         for section, section_cls in _SECTIONS.items():
             kwargs[section] = _section_from_dict(
                 section, section_cls, d.get(section, {})
@@ -251,6 +561,11 @@ class RunConfig:
 def _section_from_dict(section, section_cls, values):
     if isinstance(values, section_cls):
         return values
+    if not isinstance(values, dict):
+        raise ConfigError(
+            f"Config section '{section}' must be a JSON object, got "
+            f"{_describe(values)}"
+        )
     fields = {f.name for f in dataclasses.fields(section_cls)}
     unknown = set(values) - fields
     if unknown:

@@ -96,3 +96,20 @@ def test_mean_loss_reparametrisation_equals_summed_loss_update():
         opt.apply_gradients([(keras.ops.convert_to_tensor(g), v)])
         results.append(keras.ops.convert_to_numpy(v))
     np.testing.assert_allclose(results[0], results[1], rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["train.epochs=abc", "train.epochs=2.5", "model.hidden_sizes=32"],
+)
+def test_a_bad_value_is_one_line_before_anything_is_written(
+    override, tmp_path, capsys
+):
+    """Issue #24: these failed in training with a raw exception, after
+    config.json and vocab.json were written."""
+    out = tmp_path / "run"
+    assert main(["train", RECIPE, "--set", override, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("keras-rnnlm train: error: ")
+    assert override.split("=")[0] + " must be" in err
+    assert not out.exists()
