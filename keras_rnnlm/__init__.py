@@ -3,6 +3,38 @@
 Subpackages: ``data`` (corpora, vocabulary, token streams), ``layers``
 (cells, recurrent layers, heads), ``models`` (the builder), ``training``
 (the ``model.fit`` trainer and metrics), ``callbacks``, ``evaluation``.
+
+``import keras_rnnlm`` registers every class the package saves in a
+``.keras`` file (its layers, losses, metrics), so that
+``keras.saving.load_model("RUN/model.keras")`` works after it alone.
+Before that, it silences TensorFlow's C++ start-up lines unless
+``TF_CPP_MIN_LOG_LEVEL`` is set (:mod:`keras_rnnlm._startup`).
 """
 
-__version__ = "0.1.0"
+from keras_rnnlm._startup import quiet_tensorflow_startup
+from keras_rnnlm._version import __version__
+
+quiet_tensorflow_startup()
+
+
+def _register_serializable_classes():
+    """Imports every module that registers a Keras-serializable class:
+    each module of :mod:`keras_rnnlm.layers` (found by walking the
+    package, so a new layer module is registered too), the losses and
+    metrics, and the feature-masking layer."""
+    import importlib
+    import pkgutil
+
+    import keras_rnnlm.analysis.feature_masking  # noqa: F401  (FeatureMask)
+    import keras_rnnlm.layers
+    import keras_rnnlm.metrics  # noqa: F401  (losses and metrics)
+
+    for info in pkgutil.iter_modules(
+        keras_rnnlm.layers.__path__, "keras_rnnlm.layers."
+    ):
+        importlib.import_module(info.name)
+
+
+_register_serializable_classes()
+
+__all__ = ["__version__"]

@@ -9,7 +9,8 @@ import time
 
 import keras
 
-import keras_rnnlm
+from keras_rnnlm._version import PACKAGE_DIR
+from keras_rnnlm._version import __version__
 from keras_rnnlm.runs import atomic_write_text
 
 
@@ -41,10 +42,10 @@ def run_metadata(config_dict, extra=None):
     return {
         "config": config_dict,
         "seed": config_dict.get("train", {}).get("seed"),
-        "keras_rnnlm_version": keras_rnnlm.__version__,
+        "keras_rnnlm_version": __version__,
         "keras_version": keras.__version__,
         "backend": keras.backend.backend(),
-        "git_commit": git_commit(os.path.dirname(keras_rnnlm.__file__)),
+        "git_commit": git_commit(PACKAGE_DIR),
         "command": sys.argv,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         **(extra or {}),

@@ -14,14 +14,6 @@ from layer_testing import public_layer_classes
 from keras_rnnlm.layers.locked_dropout import LockedDropout
 from keras_rnnlm.layers.tied_embedding import TiedEmbedding
 
-# Today ``keras_rnnlm/__init__.py`` imports no layer module, so the layers
-# are registered only once some code imports ``keras_rnnlm.layers.*``.
-ISSUE_24 = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue #24: model.keras does not load after import keras_rnnlm",
-)
-
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
@@ -34,7 +26,6 @@ def report(tmp_path_factory):
     return package_import_report(path)
 
 
-@ISSUE_24
 @pytest.mark.parametrize("name", sorted(public_layer_classes()))
 def test_registered_by_import_keras_rnnlm(name, report):
     registered, _ = report
@@ -43,7 +34,6 @@ def test_registered_by_import_keras_rnnlm(name, report):
     )
 
 
-@ISSUE_24
 def test_keras_file_loads_after_import_keras_rnnlm(report):
     _, error = report
     assert error is None, error
@@ -55,3 +45,24 @@ def test_public_layers_are_found():
     names = public_layer_classes()
     assert {"keras_rnnlm>LSTM", "keras_rnnlm>TiedEmbedding"} <= set(names)
     assert all(n == f"keras_rnnlm>{c.__name__}" for n, c in names.items())
+
+
+def test_a_run_model_loads_after_import_keras_rnnlm(tmp_path):
+    """A run's ``model.keras`` (the stateless model of the builder, here a
+    weight-dropped LSTM stack under a mixture-of-softmaxes head) loads in
+    a new process after ``import keras_rnnlm`` alone (issue #24)."""
+    from keras_rnnlm.config import ModelConfig
+    from keras_rnnlm.models import build_language_model
+
+    config = ModelConfig(
+        embedding_dim=8,
+        hidden_sizes=[8, 8],
+        weight_dropout=0.2,
+        head="mos",
+        mixture_components=2,
+        locked_dropout=True,
+    )
+    path = str(tmp_path / "model.keras")
+    build_language_model(config, 13, None, stateful=False).save(path)
+    _, error = package_import_report(path)
+    assert error is None, error

@@ -4,10 +4,15 @@ On a machine without a GPU, importing TensorFlow prints oneDNN and CUDA
 probing lines (``Could not find cuda drivers``, ``failed call to cuInit``)
 through absl before its own log level is read, so ``TF_CPP_MIN_LOG_LEVEL``
 alone does not hide them. When the user has not set
-``TF_CPP_MIN_LOG_LEVEL``, the command line sets it to 3 and imports
+``TF_CPP_MIN_LOG_LEVEL``, ``import keras_rnnlm`` (the first thing the
+command line, the recipes and any user code do) sets it to 3 and imports
 TensorFlow with the process's standard error (file descriptor 2)
 redirected to ``/dev/null``; the descriptor is restored afterwards, so
 everything later (and any import error) is printed as usual.
+
+This module is the bottom of the package's layers: it runs before
+``keras_rnnlm/__init__.py`` imports the layers (which load Keras and so
+TensorFlow) to register them.
 """
 
 import os
