@@ -302,6 +302,25 @@ def _not_found_message(spec, missing, searched, download, failures):
     return "\n".join(lines)
 
 
+def _partial_corpus_message(spec, remotes, searched):
+    """The error for a searched directory that holds some of the corpus's
+    files but not all (a file deleted or not yet copied): it names exactly
+    the files missing there (``None`` if no directory is partial)."""
+    for directory, label in searched:
+        present = [n for n in remotes if (directory / n).is_file()]
+        if present:
+            missing = [n for n in remotes if n not in present]
+            return (
+                f"Corpus {spec.name!r} is incomplete in {directory} "
+                f"({label}): missing "
+                + ", ".join(repr(str(directory / n)) for n in missing)
+                + " (found "
+                + ", ".join(repr(n) for n in present)
+                + ")."
+            )
+    return None
+
+
 def resolve_corpus_files(name, data_dir=None, download=True, verify=True):
     """Finds (and if needed downloads) the files of a registered corpus.
 
@@ -354,7 +373,8 @@ def resolve_corpus_files(name, data_dir=None, download=True, verify=True):
                 still_missing.append(remote)
         if still_missing:
             raise CorpusNotFoundError(
-                _not_found_message(
+                _partial_corpus_message(spec, remotes, searched)
+                or _not_found_message(
                     spec, still_missing, searched, download, failures
                 )
             )

@@ -298,3 +298,20 @@ def test_downloaded_corrupt_file_rejected(tmp_path, isolated_env, monkeypatch):
     cache = download_lib.keras_cache_dir(spec)
     assert not (cache / "train.txt").exists()
     assert not list(cache.glob("*.part"))
+
+
+def test_a_missing_file_of_a_partial_directory_is_named_exactly(
+    tmp_path, isolated_env, monkeypatch
+):
+    """Issue #24: with only test.txt removed, the error said train, valid
+    and test were all missing."""
+    calls = []
+    monkeypatch.setattr(keras.utils, "get_file", _offline(calls))
+    root = tmp_path / "data"
+    (_write_corpus(root / "fake") / "test.txt").unlink()
+    with pytest.raises(CorpusNotFoundError) as info:
+        resolve_corpus_files(_fake_spec(), data_dir=root)
+    message = str(info.value)
+    assert f"missing '{root / 'fake' / 'test.txt'}'" in message
+    assert "train.txt" not in message.split("(found")[0]
+    assert "valid.txt" not in message.split("(found")[0]
