@@ -18,6 +18,8 @@ import sys
 from keras_rnnlm.cli.errors import UsageError
 from keras_rnnlm.cli.train import add_debug_flag
 from keras_rnnlm.export import export_saved_model
+from keras_rnnlm.export.saved_model import MAX_BATCH_SIZE
+from keras_rnnlm.export.saved_model import MAX_TOKENS
 from keras_rnnlm.scoring import nbest
 from keras_rnnlm.scoring.loading import SavedModelScorer
 from keras_rnnlm.scoring.loading import load_scorer
@@ -121,7 +123,9 @@ def _export(args):
         args.out,
         weights=args.weights,
         top_k=args.top_k,
-        portable=args.portable,
+        xla=args.xla,
+        max_batch_size=args.max_batch_size,
+        max_tokens=args.max_tokens,
         overwrite=args.overwrite,
     )
     print(f"Exported SavedModel to {path}")
@@ -164,9 +168,28 @@ def add_scoring_commands(sub):
     e.add_argument("--weights", help="weights file (default best.weights.h5)")
     e.add_argument("--top-k", type=int, default=10)
     e.add_argument(
+        "--xla",
+        action="store_true",
+        help="fused XLA-compiled recurrent loop (TF Serving then needs "
+        "--xla_cpu_compilation_enabled); default: the generic loop",
+    )
+    e.add_argument(
         "--portable",
         action="store_true",
-        help="generic recurrent loop, no XLA-compiled function in the graph",
+        help="the default (no XLA-compiled function); kept for old scripts",
+    )
+    e.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=MAX_BATCH_SIZE,
+        help="rows per call of an endpoint (default %(default)s)",
+    )
+    e.add_argument(
+        "--max-tokens",
+        type=int,
+        default=MAX_TOKENS,
+        help="token budget of one call, rows x padded length; bounds its "
+        "memory (default %(default)s)",
     )
     e.add_argument("--overwrite", action="store_true")
     add_debug_flag(e)

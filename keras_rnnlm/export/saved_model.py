@@ -31,6 +31,15 @@ through ``keras.export.ExportArchive`` with these **stateless** endpoints
     state_...)`` -> ``log_probs`` (``[B, T, V]``, the distribution after
     each input token) and the new states. Streaming clients keep the state.
 
+Every endpoint checks its inputs in the graph before tokenising or running
+a loop: the rank of each input (``EnsureShape``), a non-empty batch of at
+most ``max_batch_size`` rows, and ``rows x padded length <= max_tokens``
+(the token budget that bounds the memory of one call); a failed check is
+an INVALID_ARGUMENT error, and a wrong dtype is refused by the function
+call itself. The default export runs the recurrent layers' generic loop,
+with no XLA-must-compile function, so that a stock ``tensorflow_model_server``
+runs it; ``xla=True`` exports the fused XLA-compiled loop.
+
 The graph is built from a *stateless* model (the builder with
 ``stateful=False``, weights copied) through
 :func:`~keras_rnnlm.scoring.build_inference_model`: no training ops, no
@@ -69,6 +78,11 @@ WHITESPACE_RE = (
     r"\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]+"
 )
 METADATA_ASSET = "keras_rnnlm.json"
+# The default limits of one call of an endpoint (rows, and rows x padded
+# length): with a 10k-word vocabulary, 8192 tokens keep the output head's
+# float32 logits near 330 MB.
+MAX_BATCH_SIZE = 1024
+MAX_TOKENS = 8192
 
 
 def _tf():
@@ -96,7 +110,7 @@ def _write_vocab(vocab, path):
 class _Graph:
     """The TensorFlow functions behind the endpoints."""
 
-    def __init__(self, scorer, vocab_path, top_k):
+    def __init__(self, scorer, vocab_path, top_k, limits):
         tf = _tf()
         import tensorflow_text as tf_text  # only for word-level exports
 
@@ -110,6 +124,8 @@ class _Graph:
         self.tokenization = scorer.tokenization
         self.top_k = min(int(top_k), len(vocab))
         self.time_buckets = scorer.time_buckets
+        self.max_batch_size = int(limits["max_batch_size"])
+        self.max_tokens = int(limits["max_tokens"])
         init = tf.lookup.TextFileInitializer(
             vocab_path,
             tf.string,
@@ -121,6 +137,58 @@ class _Graph:
         self.tokens = tf.constant(vocab.tokens)
         if self.tokenization.mode == "whitespace":
             self.tokenizer = tf_text.WhitespaceTokenizer()
+
+    # -------------------------------------------------- input validation
+    # Every endpoint checks its inputs before tokenising or running a loop:
+    # the signatures are only a promise (a served graph can be fed any
+    # shape), and a scalar string reaching the tokenizer crashed the
+    # process. A failed check is an INVALID_ARGUMENT error naming the input.
+    def _rank(self, x, shape, name):
+        """``x`` with its rank checked at run time (``EnsureShape``: "Shape
+        of tensor NAME [] is not compatible with expected shape [?]")."""
+        return self.tf.ensure_shape(x, [None] * len(shape), name=name)
+
+    def _batch(self, batch, name):
+        """Checks 1 <= batch <= max_batch_size; returns the checks."""
+        tf = self.tf
+        return [
+            tf.debugging.assert_positive(
+                batch, message=f"empty batch: {name} has no rows"
+            ),
+            tf.debugging.assert_less_equal(
+                batch,
+                self.max_batch_size,
+                message=(
+                    f"too many rows in {name}: the limit is "
+                    f"{self.max_batch_size} per request (max_batch_size)"
+                ),
+            ),
+        ]
+
+    def _budget(self, batch, width, name):
+        """Checks batch * width <= max_tokens (the token budget that bounds
+        the memory of one call); returns the check."""
+        tf = self.tf
+        return tf.debugging.assert_less_equal(
+            tf.cast(batch, tf.int64) * tf.cast(width, tf.int64),
+            tf.constant(self.max_tokens, tf.int64),
+            message=(
+                f"{name}: batch x padded length exceeds the token budget "
+                f"of {self.max_tokens} (max_tokens); send fewer or shorter "
+                "rows per request"
+            ),
+        )
+
+    def _after(self, checks, *tensors):
+        tf = self.tf
+        with tf.control_dependencies(checks):
+            out = [tf.identity(t) for t in tensors]
+        return out[0] if len(out) == 1 else out
+
+    def _strings(self, x, name):
+        x = self._rank(x, ["B"], name)
+        batch = self.tf.shape(x)[0]
+        return self._after(self._batch(batch, name), x)
 
     # ------------------------------------------------------- text -> ids
     def tokenize(self, sentences):
@@ -188,7 +256,7 @@ class _Graph:
             for value in self.inference.initial_values
         ]
 
-    def score_ragged(self, ids, oov, strings=None):
+    def score_ragged(self, ids, oov, strings=None, name="sentences"):
         """Scores ragged id rows with bos/eos; returns the output dict."""
         tf = self.tf
         bos, eos = self._bos_eos()
@@ -200,6 +268,8 @@ class _Graph:
         t = tf.reduce_max(tf.concat([lengths, [0]], 0))
         padded_t = self.bucket_length(t)
         shape = tf.stack([batch, padded_t])
+        budget = self._budget(batch, padded_t, name)
+        inputs, targets = self._after([budget], inputs, targets)
         x = inputs.to_tensor(0, shape=shape)
         y = targets.to_tensor(0, shape=shape)
         # The output head (half of a word model's work per position) runs
@@ -238,14 +308,24 @@ class _Graph:
         }
 
     def score_text(self, inputs):
-        tokens = self.tokenize(inputs["sentences"])
+        sentences = self._strings(inputs["sentences"], "sentences")
+        tokens = self.tokenize(sentences)
         ids, oov = self.lookup(tokens)
         return self.score_ragged(ids, oov, tokens)
 
     def score_ids(self, inputs):
         tf = self.tf
-        token_ids = tf.cast(inputs["token_ids"], tf.int32)
-        lengths = tf.cast(inputs["lengths"], tf.int32)
+        token_ids = self._rank(inputs["token_ids"], ["B", "T"], "token_ids")
+        lengths = self._rank(inputs["lengths"], ["B"], "lengths")
+        batch = tf.shape(token_ids)[0]
+        checks = self._batch(batch, "token_ids") + [
+            tf.debugging.assert_equal(
+                tf.shape(lengths)[0],
+                batch,
+                message="lengths must have one entry per token_ids row",
+            )
+        ]
+        token_ids, lengths = self._after(checks, token_ids, lengths)
         checks = [
             tf.debugging.assert_less_equal(
                 lengths,
@@ -272,19 +352,25 @@ class _Graph:
             ids = tf.ragged.map_flat_values(tf.identity, ids)
         unk = -1 if self.unk_id is None else self.unk_id
         oov = tf.ragged.map_flat_values(lambda i: tf.equal(i, unk), ids)
-        return self.score_ragged(ids, oov)
+        return self.score_ragged(ids, oov, name="token_ids")
 
     def next_token_logprobs(self, inputs):
         tf = self.tf
-        ids, _ = self.lookup(self.tokenize(inputs["prefixes"]))
+        prefixes = self._strings(inputs["prefixes"], "prefixes")
+        ids, _ = self.lookup(self.tokenize(prefixes))
         bos, _ = self._bos_eos()
         batch = ids.nrows(out_type=tf.int32)
         col = tf.fill(tf.stack([batch, 1]), bos)
         x = tf.concat([col, ids], axis=1)
         last = tf.cast(x.row_lengths(), tf.int32) - 1
-        x = x.to_tensor(0)
-        logits, _ = self.inference(x, self.initial_states(batch))
-        logits = tf.gather(logits, last, axis=1, batch_dims=1)
+        width = self.bucket_length(tf.reduce_max(last) + 1)
+        x = self._after([self._budget(batch, width, "prefixes")], x)
+        x = x.to_tensor(0, shape=tf.stack([batch, width]))
+        # The head runs at each row's last position only: [B, V] logits.
+        positions = tf.range(batch) * width + last
+        logits, _ = self.inference.at_positions(
+            x, positions, self.initial_states(batch)
+        )
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
         top = tf.math.top_k(log_probs, k=self.top_k)
         return {
@@ -296,7 +382,8 @@ class _Graph:
 
     def initial_state(self, inputs):
         tf = self.tf
-        batch = tf.cast(inputs["batch_size"], tf.int32)
+        batch = self._rank(inputs["batch_size"], [], "batch_size")
+        batch = self._after(self._batch(batch, "batch_size"), batch)
         out = dict(zip(self.inference.state_names, self.initial_states(batch)))
         bos = self.bos_id if self.bos_id is not None else 0
         out["bos_ids"] = tf.fill(tf.reshape(batch, [1]), bos)
@@ -304,10 +391,45 @@ class _Graph:
 
     def step(self, inputs):
         tf = self.tf
-        states = [inputs[n] for n in self.inference.state_names]
-        logits, final = self.inference(
-            tf.cast(inputs["token_ids"], tf.int32), states
+        token_ids = self._rank(inputs["token_ids"], ["B", "T"], "token_ids")
+        shape = tf.shape(token_ids)
+        checks = self._batch(shape[0], "token_ids")
+        checks.append(self._budget(shape[0], shape[1], "token_ids"))
+        checks.append(
+            tf.debugging.assert_positive(
+                shape[1], message="token_ids has no column (T = 0)"
+            )
         )
+        checks.append(
+            tf.debugging.assert_non_negative(
+                token_ids, message="negative token id"
+            )
+        )
+        checks.append(
+            tf.debugging.assert_less(
+                token_ids,
+                self.vocab_size,
+                message=f"token id >= vocabulary size {self.vocab_size}",
+            )
+        )
+        states = []
+        for name, dims in zip(
+            self.inference.state_names, self.inference.state_shapes
+        ):
+            state = self._rank(
+                inputs[name], ["B"] + [str(d) for d in dims], name
+            )
+            checks.append(
+                tf.debugging.assert_equal(
+                    tf.shape(state),
+                    tf.concat([shape[:1], list(dims)], 0),
+                    message=f"{name} must be [B, {', '.join(map(str, dims))}]"
+                    " with B the token_ids rows",
+                )
+            )
+            states.append(state)
+        token_ids, *states = self._after(checks, token_ids, *states)
+        logits, final = self.inference(token_ids, states)
         out = dict(zip(self.inference.state_names, final))
         out["log_probs"] = tf.nn.log_softmax(
             tf.cast(logits, tf.float32), axis=-1
@@ -348,7 +470,10 @@ def export_saved_model(
     *,
     weights=None,
     top_k=10,
-    portable=False,
+    xla=False,
+    portable=None,
+    max_batch_size=MAX_BATCH_SIZE,
+    max_tokens=MAX_TOKENS,
     overwrite=False,
     verbose=False,
 ):
@@ -362,9 +487,21 @@ def export_saved_model(
             positive integer).
         weights: weights file of a run (default ``best.weights.h5``).
         top_k: number of candidates of ``next_token_logprobs``.
-        portable: export the recurrent layers' generic (non-XLA) loop
-            instead of the fused XLA-compiled one (for serving binaries
-            without XLA JIT; same numbers, slower).
+        xla: export the recurrent layers' fused XLA-compiled loop
+            (functions marked ``_XlaMustCompile``: a stock
+            ``tensorflow_model_server`` runs them only when started with
+            ``--xla_cpu_compilation_enabled``). The default is the generic
+            loop, which any TF Serving build runs (same numbers).
+        portable: deprecated; ``portable=True`` is ``xla=False`` (the
+            default) and ``portable=False`` is ``xla=True``.
+        max_batch_size: rows per call of every endpoint (checked in the
+            graph: INVALID_ARGUMENT above it).
+        max_tokens: the token budget of one call, ``rows x padded
+            length`` (checked in the graph before the recurrence): it
+            bounds the peak memory of a call, which grows with tokens x
+            vocabulary. Larger requests are refused, not chunked; a
+            server splits its merged batches to fit (``keras-rnnlm
+            serve`` does).
         overwrite: replace an existing export at ``path``.
         verbose: let Keras print the exported variables.
 
@@ -377,11 +514,24 @@ def export_saved_model(
         if isinstance(source, Scorer)
         else Scorer.from_run(source, weights=weights)
     )
-    if portable:
+    if portable is not None:
+        xla = not portable
+    if int(max_batch_size) < 1 or int(max_tokens) < 1:
+        raise ValueError("max_batch_size and max_tokens must be >= 1")
+    limits = {
+        "max_batch_size": int(max_batch_size),
+        "max_tokens": int(max_tokens),
+    }
+    if xla and scorer.inference.portable:
+        raise ValueError(
+            "xla=True needs a Scorer whose inference model is not portable"
+        )
+    if not xla and not scorer.inference.portable:
         if scorer.model is None:
             raise ValueError(
-                "portable=True needs a Scorer built from a Keras model, not "
-                "from an InferenceModel"
+                "the default (non-XLA) export needs a Scorer built from a "
+                "Keras model, not from a fused InferenceModel; pass "
+                "xla=True to export the fused loop"
             )
         scorer = Scorer(
             build_inference_model(scorer.model, portable=True),
@@ -410,9 +560,9 @@ def export_saved_model(
         _write_vocab(scorer.vocab, vocab_path)
         meta_path = os.path.join(tmp, METADATA_ASSET)
         with open(meta_path, "w") as f:
-            json.dump(_metadata(scorer), f, indent=2)
+            json.dump(_metadata(scorer, xla, limits), f, indent=2)
         with tf.device("/CPU:0"):
-            graph = _Graph(scorer, vocab_path, top_k)
+            graph = _Graph(scorer, vocab_path, top_k, limits)
             archive = keras.export.ExportArchive()
             archive.track(scorer.inference.model)
             archive.track(graph.table)
@@ -429,11 +579,13 @@ def export_saved_model(
     return path
 
 
-def _metadata(scorer):
+def _metadata(scorer, xla, limits):
     v = scorer.vocab
     return {
         "format": "keras_rnnlm.saved_model",
         "format_version": 1,
+        "xla": bool(xla),
+        "limits": dict(limits),
         "endpoints": list(ENDPOINTS),
         "vocab_size": len(v),
         "unk_token": v.unk_token if v.unk_id is not None else None,

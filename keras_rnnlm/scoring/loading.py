@@ -45,6 +45,33 @@ class SavedModelScorer:
         if os.path.exists(meta):
             with open(meta) as f:
                 self.metadata = json.load(f)
+        limit = self.metadata.get("limits", {}).get("max_batch_size")
+        if limit:
+            self.batch_size = min(self.batch_size, int(limit))
+
+    def _call(self, chunk):
+        """``score_text`` on ``chunk``; a chunk over the export's token
+        budget (``max_tokens``) is scored in halves."""
+        tf = self._tf
+        try:
+            r = self._fn(sentences=tf.constant(chunk, tf.string))
+        except tf.errors.InvalidArgumentError as e:
+            if "(max_tokens)" not in e.message or len(chunk) < 2:
+                raise
+            half = len(chunk) // 2
+            return self._call(chunk[:half]) + self._call(chunk[half:])
+        lengths = r["lengths"].numpy()
+        tok = r["token_logprobs"].numpy()
+        flags = r["token_is_oov"].numpy()
+        strings = r["tokens"].numpy()
+        return [
+            SentenceScore(
+                [t.decode("utf-8") for t in strings[i, :n]],
+                tok[i, :n].astype(np.float64),
+                [bool(f) for f in flags[i, :n]],
+            )
+            for i, n in enumerate(lengths)
+        ]
 
     def _check(self, bos, eos):
         if not (bos and eos):
@@ -57,25 +84,12 @@ class SavedModelScorer:
         if isinstance(sentences, (str, bytes)):
             raise TypeError("score_sentences takes a list of sentences")
         out = []
-        tf = self._tf
         for start in range(0, len(sentences), self.batch_size):
             chunk = [
                 s if isinstance(s, bytes) else s.encode("utf-8")
                 for s in sentences[start : start + self.batch_size]
             ]
-            r = self._fn(sentences=tf.constant(chunk, tf.string))
-            lengths = r["lengths"].numpy()
-            tok = r["token_logprobs"].numpy()
-            flags = r["token_is_oov"].numpy()
-            strings = r["tokens"].numpy()
-            for i, n in enumerate(lengths):
-                out.append(
-                    SentenceScore(
-                        [t.decode("utf-8") for t in strings[i, :n]],
-                        tok[i, :n].astype(np.float64),
-                        [bool(f) for f in flags[i, :n]],
-                    )
-                )
+            out.extend(self._call(chunk))
         return out
 
     def score(self, sentence, bos=True, eos=True, natural_log=False):

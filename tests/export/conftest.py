@@ -11,3 +11,13 @@ def exported(tiny_run, tmp_path_factory):
     path = tmp_path_factory.mktemp("served") / "tiny_lm" / "1"
     export_saved_model(tiny_run, str(path))
     return tiny_run, str(path)
+
+
+@pytest.fixture(scope="session")
+def exported_xla(tiny_run, tmp_path_factory):
+    """(run_dir, the opt-in XLA export of the tiny run)."""
+    from keras_rnnlm.export import export_saved_model
+
+    path = tmp_path_factory.mktemp("served_xla") / "tiny_lm" / "1"
+    export_saved_model(tiny_run, str(path), xla=True)
+    return tiny_run, str(path)

@@ -94,8 +94,11 @@ def test_layout_assets_and_no_cudnn(exported):
 
 
 @pytest.mark.slow
-def test_parity_in_fresh_tf_only_process(exported, tmp_path):
-    run, path = exported
+@pytest.mark.parametrize("variant", ["default", "xla"])
+def test_parity_in_fresh_tf_only_process(variant, request, tmp_path):
+    """Both exports (the default generic loop, the opt-in XLA one)."""
+    fixture = "exported" if variant == "default" else "exported_xla"
+    run, path = request.getfixturevalue(fixture)
     scorer = Scorer.from_run(run)
     sents = _sentences()
     ref = scorer.score_sentences(sents)
