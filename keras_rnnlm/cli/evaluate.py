@@ -1,4 +1,4 @@
-"""``keras-rnnlm evaluate | dynamic-eval | rank | ensemble |
+"""``keras-rnnlm evaluate | tune-cache | dynamic-eval | rank | ensemble |
 feature-masking``: the commands that read a trained run."""
 
 import argparse
@@ -9,7 +9,14 @@ from keras_rnnlm.analysis.feature_masking import DEFAULT_PS
 from keras_rnnlm.analysis.feature_masking import feature_masking
 from keras_rnnlm.analysis.feature_masking import plot_curves
 from keras_rnnlm.analysis.feature_masking import write_csv
+from keras_rnnlm.cli.errors import UsageError
 from keras_rnnlm.cli.train import add_debug_flag
+from keras_rnnlm.evaluation.cache_pointer import DEFAULT_LAMBDAS
+from keras_rnnlm.evaluation.cache_pointer import DEFAULT_THETAS
+from keras_rnnlm.evaluation.cache_pointer import DEFAULT_WINDOWS
+from keras_rnnlm.evaluation.cache_pointer import CacheConfig
+from keras_rnnlm.evaluation.cache_pointer import cache_evaluate_run
+from keras_rnnlm.evaluation.cache_pointer import tune_cache_run
 from keras_rnnlm.evaluation.dynamic import PRESETS
 from keras_rnnlm.evaluation.dynamic import STATISTICS
 from keras_rnnlm.evaluation.dynamic import VARIANTS
@@ -33,7 +40,112 @@ def _options(args, names):
     return {name: getattr(args, name) for name in names}
 
 
+def cache_setting(text):
+    """argparse type of ``--cache``: a preset (ptb, wt2) or
+    window=W,theta=T,lambda=L (see keras_rnnlm.evaluation.cache_pointer)."""
+    try:
+        return CacheConfig.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+CACHE_HELP = (
+    "continuous cache pointer (Grave et al. 2017): a preset (ptb: W 500, "
+    "theta 1.0, lambda 0.1; wt2: W 3785, theta 0.662, lambda 0.1279) or "
+    "window=W,theta=T,lambda=L, optionally ,reference=1 for awd-lstm-lm "
+    "pointer.py's start (plain softmax for the first W+1 tokens and each "
+    "segment's first); batch 1"
+)
+
+
+def _cache_line(r):
+    c = r["cache"]
+    return (
+        f"{r['split']}: ppl {r['ppl']:.2f} with cache window {c['window']}, "
+        f"theta {c['theta']:g}, lambda {c['lambda']:g} ({r['tokens']} "
+        f"tokens, bptt {r['bptt']}, {r['tokens_per_s']:.0f} tokens/s)"
+    )
+
+
+def _evaluate_with_cache(args):
+    if args.batch_size not in (None, 1):
+        raise UsageError("--cache evaluates one stream: --batch-size 1")
+    r = cache_evaluate_run(
+        args.run_dir,
+        args.cache,
+        split=args.split,
+        bptt=args.bptt,
+        weights=args.weights,
+        max_tokens=args.max_tokens,
+    )
+    print(_cache_line(r))
+    print(json.dumps(r, indent=2))
+    return 0
+
+
+def _tune_cache(args):
+    r = tune_cache_run(
+        args.run_dir,
+        out=args.out,
+        windows=args.windows,
+        thetas=args.thetas,
+        lambdas=args.lambdas,
+        reference=args.reference,
+        bptt=args.bptt,
+        weights=args.weights,
+        max_tokens=args.max_tokens,
+        test=not args.no_test,
+    )
+    b, v = r["best"], r["valid"]
+    print(
+        f"best: window {b['window']}, theta {b['theta']:g}, lambda "
+        f"{b['lambda']:g}; valid ppl {v['plain']['ppl']:.2f} -> "
+        f"{v['cache']['ppl']:.2f}"
+    )
+    if "test" in r:
+        t = r["test"]
+        print(f"test ppl {t['plain']['ppl']:.2f} -> {t['cache']['ppl']:.2f}")
+    print("wrote " + ", ".join(r["outputs"].values()))
+    return 0
+
+
+def _tune_cache_options(t):
+    t.add_argument("run_dir")
+    t.add_argument(
+        "--windows",
+        nargs="+",
+        type=int,
+        default=list(DEFAULT_WINDOWS),
+        help="cache sizes W to search",
+    )
+    t.add_argument(
+        "--thetas", nargs="+", type=float, default=list(DEFAULT_THETAS)
+    )
+    t.add_argument(
+        "--lambdas", nargs="+", type=float, default=list(DEFAULT_LAMBDAS)
+    )
+    t.add_argument(
+        "--reference",
+        action="store_true",
+        help="awd-lstm-lm pointer.py's start (see --cache of evaluate)",
+    )
+    t.add_argument("--bptt", type=int, help="segment length")
+    t.add_argument("--weights", help="weights file (default best.weights.h5)")
+    t.add_argument(
+        "--max-tokens", type=int, help="use the first N tokens of each split"
+    )
+    t.add_argument("--out", help="output folder (default RUN_DIR/cache)")
+    t.add_argument(
+        "--no-test", action="store_true", help="search only, no test run"
+    )
+    return t
+
+
 def _evaluate(args):
+    if args.cache is not None:
+        return _evaluate_with_cache(args)
+    if args.max_tokens is not None:
+        raise UsageError("--max-tokens needs --cache")
     batch_sizes = {args.split: args.batch_size} if args.batch_size else None
     results = evaluate_run(
         args.run_dir,
@@ -203,8 +315,21 @@ def add_evaluation_commands(sub):
     e.add_argument("--batch-size", type=int)
     e.add_argument("--bptt", type=int)
     e.add_argument("--weights", help="weights file (default best.weights.h5)")
+    e.add_argument("--cache", type=cache_setting, help=CACHE_HELP)
+    e.add_argument(
+        "--max-tokens", type=int, help="with --cache: the first N tokens"
+    )
     add_debug_flag(e)
     e.set_defaults(func=_evaluate)
+
+    t = sub.add_parser(
+        "tune-cache",
+        help="grid-search the cache pointer's theta, lambda (and W) on "
+        "valid, then evaluate test",
+    )
+    _tune_cache_options(t)
+    add_debug_flag(t)
+    t.set_defaults(func=_tune_cache)
 
     d = sub.add_parser(
         "dynamic-eval", help="dynamic evaluation (Krause et al. 2018)"

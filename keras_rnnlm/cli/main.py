@@ -4,6 +4,8 @@
     keras-rnnlm train --config run.json [--set ...]
     keras-rnnlm finetune RUN_DIR [--rounds N]
     keras-rnnlm evaluate RUN_DIR [--split test] [--batch-size 1]
+    keras-rnnlm evaluate RUN_DIR --split test --cache window=W,theta=T,lambda=L
+    keras-rnnlm tune-cache RUN_DIR [--windows W ...] [--thetas ...]
     keras-rnnlm dynamic-eval RUN_DIR [--hparams NAME] [--lr ETA] ...
     keras-rnnlm rank RUN_DIR [--split valid] [--contexts 20000]
     keras-rnnlm ensemble RUN_DIR RUN_DIR ... [--split test]
