@@ -3,11 +3,14 @@ them."""
 
 import keras
 
+from keras_rnnlm.models.context import copy_context_data
 from keras_rnnlm.models.samplers import model_samplers
 
 
 def copy_weights(source, target):
-    """Copies trainable weights between two models built from one config.
+    """Copies trainable weights between two models built from one config,
+    and the IDF weights of their CBOW context layers (data the model
+    needs, not trained).
 
     The models may differ in batch size (their state variables are not
     copied). Raises ValueError if the structures differ.
@@ -27,6 +30,7 @@ def copy_weights(source, target):
         # models' buffers, and a compiled step of one (which donates its
         # variables' buffers) would delete the other's weights.
         d.assign(keras.ops.copy(s.value))
+    copy_context_data(source, target)
 
 
 def model_parameters(model):

@@ -25,11 +25,14 @@ from keras_rnnlm.callbacks.nt_asgd import nonmono_interval
 from keras_rnnlm.callbacks.regularization import RegularizerLogger
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.config import load_config
+from keras_rnnlm.data.documents import corpus_idf
 from keras_rnnlm.data.streams import LMSequence
 from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import validate_model_config
+from keras_rnnlm.models.context import idf_layers
+from keras_rnnlm.models.context import set_context_idf
 from keras_rnnlm.models.samplers import has_targets_input
 from keras_rnnlm.models.samplers import set_sampler_counts
 from keras_rnnlm.models.weights import model_parameters
@@ -116,7 +119,9 @@ def validation_callback(config, corpus):
 def build_training_model(config, corpus):
     """The stateful training model of a run: with
     ``model.sampled_softmax`` it takes the targets too, and its candidate
-    sampler is set from the training counts."""
+    sampler is set from the training counts; an IDF-weighted
+    ``model.context`` gets the training split's IDF
+    (:func:`~keras_rnnlm.data.documents.corpus_idf`)."""
     model = build_language_model(
         config.model,
         len(corpus.vocab),
@@ -125,6 +130,8 @@ def build_training_model(config, corpus):
         targets_input=True,
     )
     set_sampler_counts(model, corpus.train)
+    if idf_layers(model):
+        set_context_idf(model, corpus_idf(corpus))
     return model
 
 

@@ -117,3 +117,22 @@ def test_seeded_context_table_and_dropout_on_both():
     first = model.get_layer("rnn_0").input
     assert first.shape[-1] == 6 + 3
     assert model.get_layer("dropout_0").input.shape[-1] == 6 + 3
+
+
+def test_idf_is_copied_saved_and_loaded(tmp_path):
+    from keras_rnnlm.models.context import set_context_idf
+
+    cfg = _config(weighting="idf", window=3)
+    train = build_language_model(cfg, V, batch_size=2, seed=0)
+    idf = np.linspace(0.0, 4.0, V).astype("float32")
+    assert set_context_idf(train, idf) == 1
+    twin = build_language_model(cfg, V, batch_size=1, seed=1)
+    copy_weights(train, twin)
+    got = twin.get_layer("cbow_context").idf
+    np.testing.assert_array_equal(ops.convert_to_numpy(got), idf)
+    path = str(tmp_path / "w.weights.h5")
+    train.save_weights(path)
+    other = build_language_model(cfg, V, batch_size=3, seed=2)
+    other.load_weights(path)
+    got = other.get_layer("cbow_context").idf
+    np.testing.assert_array_equal(ops.convert_to_numpy(got), idf)
