@@ -29,7 +29,7 @@ SPLITS = ("train", "valid", "test")
 # Options passed on under their own names.
 DYNAMIC_EVAL_OPTIONS = (
     "split weights max_tokens static output verbose variant lr lamb epsilon "
-    "bptt grad_batch_size grad_bptt grad_batches statistics"
+    "bptt grad_batch_size grad_bptt grad_batches statistics cache"
 ).split()
 FEATURE_MASKING_OPTIONS = (
     "runs split seed batch_size bptt max_tokens labels".split()
@@ -169,8 +169,13 @@ def _dynamic_eval(args):
     line = f"dynamic-eval {args.split}: ppl {r['ppl']:.2f}"
     if "bpc" in r:
         line += f", bpc {r['bpc']:.4f}"
+    if "cache" in r:
+        line += f" with cache (without {r['without_cache']['ppl']:.2f})"
     if "static" in r:
-        line += f" (static {r['static']['ppl']:.2f})"
+        line += f" (static {r['static']['ppl']:.2f}"
+        if "static_cache" in r:
+            line += f", static with cache {r['static_cache']['ppl']:.2f}"
+        line += ")"
     print(
         f"{line} ({r['tokens']} tokens, {r['variant']}, lr {r['lr']:g}, "
         f"lambda {r['lambda']:g}, bptt {r['bptt']}, "
@@ -215,6 +220,7 @@ def _dynamic_eval_options(d):
         "--max-tokens", type=int, help="score only the first N tokens"
     )
     d.add_argument("--weights", help="weights file (default best.weights.h5)")
+    d.add_argument("--cache", type=cache_setting, help=CACHE_HELP)
     d.add_argument(
         "--static",
         action="store_true",

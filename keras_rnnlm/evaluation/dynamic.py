@@ -75,6 +75,9 @@ import numpy as np
 from keras import ops
 
 from keras_rnnlm.data.streams import LMSequence
+from keras_rnnlm.evaluation.cache_pointer import CacheEvaluator
+from keras_rnnlm.evaluation.cache_pointer import CacheStream
+from keras_rnnlm.evaluation.cache_pointer import keyed_model
 from keras_rnnlm.evaluator import Evaluator
 from keras_rnnlm.evaluator import safe_exp
 from keras_rnnlm.metrics import token_nll
@@ -236,6 +239,23 @@ def _mean_loss(total, count):
     return total / ops.maximum(count, 1.0)
 
 
+def _split_outputs(out):
+    """``(logits, keys)`` of a model's output: a keyed model
+    (:func:`~keras_rnnlm.evaluation.cache_pointer.keyed_model`) returns
+    both, a plain model only the logits (``keys=None``)."""
+    if isinstance(out, (list, tuple)):
+        return out[0], out[1]
+    return out, None
+
+
+def _keyed_extra(y, logits, keys):
+    """What a cache needs of a segment: ln p(target) per token and the
+    keys (``None`` for a plain model)."""
+    if keys is None:
+        return None
+    return -token_nll(y, logits), keys
+
+
 def _make_steps(model, jit_compile):
     backend = keras.backend.backend()
     if backend == "tensorflow":
@@ -265,7 +285,7 @@ class _TensorFlowSteps:
     def _gradients(self, x, y, w):
         tf = self.tf
         with tf.GradientTape() as tape:
-            logits = self.model(x, training=False)
+            logits, keys = _split_outputs(self.model(x, training=False))
             total, count = _segment_loss(y, logits, w)
             loss = _mean_loss(total, count)
         grads = tape.gradient(loss, self.variables)
@@ -275,7 +295,7 @@ class _TensorFlowSteps:
                 g = tf.zeros(v.shape, v.dtype)
             # IndexedSlices (embedding lookups) -> dense.
             dense.append(tf.convert_to_tensor(g))
-        return total, dense
+        return total, dense, _keyed_extra(y, logits, keys)
 
     def square_sums(self, batches):
         tf = self.tf
@@ -283,7 +303,7 @@ class _TensorFlowSteps:
 
         @tf.function(jit_compile=self.jit_compile, reduce_retracing=True)
         def step(x, y, w):
-            total, grads = self._gradients(x, y, w)
+            total, grads, _ = self._gradients(x, y, w)
             for s, g in zip(sums, grads):
                 s.assign_add(tf.square(g))
             return total
@@ -310,7 +330,7 @@ class _TensorFlowSteps:
 
         @tf.function(jit_compile=self.jit_compile, reduce_retracing=True)
         def step(x, y, w):
-            total, grads = self._gradients(x, y, w)
+            total, grads, extra = self._gradients(x, y, w)
             lr, lamb, eps = b["hyper"][0], b["hyper"][1], b["hyper"][2]
             for i, (v, g) in enumerate(zip(self.variables, grads)):
                 theta, theta0 = v.value, b["theta0"][i]
@@ -322,11 +342,13 @@ class _TensorFlowSteps:
                 else:
                     new = sgd_update(theta, theta0, g, lr, lamb)
                 v.assign(new)
-            return total
+            return total if extra is None else (total, *extra)
 
         return step
 
-    def dynamic(self, batches, variant, theta0, ms, decrate, hyper):
+    def dynamic(
+        self, batches, variant, theta0, ms, decrate, hyper, consume=None
+    ):
         if self._buffers is None:
             self._buffers = self._make_buffers()
         b = self._buffers
@@ -339,7 +361,7 @@ class _TensorFlowSteps:
         if variant not in self._dyn_steps:
             self._dyn_steps[variant] = self._make_dynamic_step(variant)
         step = self._dyn_steps[variant]
-        return [step(x, y, w) for x, y, w in batches]
+        return [_consumed(step(x, y, w), consume, y, w) for x, y, w in batches]
 
 
 class _JaxSteps:
@@ -355,23 +377,25 @@ class _JaxSteps:
         self.model = model
 
         def loss_fn(trainable, non_trainable, x, y, w):
-            logits, non_trainable = model.stateless_call(
+            out, non_trainable = model.stateless_call(
                 trainable, non_trainable, x, training=False
             )
+            logits, keys = _split_outputs(out)
             total, count = _segment_loss(y, logits, w)
-            return _mean_loss(total, count), (total, non_trainable)
+            extra = _keyed_extra(y, logits, keys)
+            return _mean_loss(total, count), (total, non_trainable, extra)
 
         self._value_and_grad = jax.value_and_grad(loss_fn, has_aux=True)
 
         def stat_step(trainable, non_trainable, sums, x, y, w):
-            (_, (total, non_trainable)), grads = self._value_and_grad(
+            (_, (total, non_trainable, _)), grads = self._value_and_grad(
                 trainable, non_trainable, x, y, w
             )
             sums = [s + g * g for s, g in zip(sums, grads)]
             return total, non_trainable, sums
 
         def rms_step(trainable, non_trainable, bufs, hyper, x, y, w):
-            (_, (total, non_trainable)), grads = self._value_and_grad(
+            (_, (total, non_trainable, extra)), grads = self._value_and_grad(
                 trainable, non_trainable, x, y, w
             )
             theta0, ms, decrate = bufs
@@ -380,10 +404,10 @@ class _JaxSteps:
                 rms_update(t, t0, g, m, d, lr, lamb, eps)
                 for t, t0, g, m, d in zip(trainable, theta0, grads, ms, decrate)
             ]
-            return total, new, non_trainable
+            return _with_extra(total, extra), new, non_trainable
 
         def sgd_step(trainable, non_trainable, bufs, hyper, x, y, w):
-            (_, (total, non_trainable)), grads = self._value_and_grad(
+            (_, (total, non_trainable, extra)), grads = self._value_and_grad(
                 trainable, non_trainable, x, y, w
             )
             theta0 = bufs[0]
@@ -392,7 +416,7 @@ class _JaxSteps:
                 sgd_update(t, t0, g, lr, lamb)
                 for t, t0, g in zip(trainable, theta0, grads)
             ]
-            return total, new, non_trainable
+            return _with_extra(total, extra), new, non_trainable
 
         self._stat_step = jax.jit(stat_step)
         self._dyn_steps = {"rms": jax.jit(rms_step), "sgd": jax.jit(sgd_step)}
@@ -424,7 +448,9 @@ class _JaxSteps:
         self._write_back(trainable, non_trainable)
         return [np.asarray(s) for s in sums], totals
 
-    def dynamic(self, batches, variant, theta0, ms, decrate, hyper):
+    def dynamic(
+        self, batches, variant, theta0, ms, decrate, hyper, consume=None
+    ):
         jnp = self.jax.numpy
         trainable, non_trainable = self._values()
         if variant == "rms":
@@ -442,9 +468,24 @@ class _JaxSteps:
             total, trainable, non_trainable = step(
                 trainable, non_trainable, bufs, hyper, x, y, w
             )
-            totals.append(total)
+            totals.append(_consumed(total, consume, y, w))
         self._write_back(trainable, non_trainable)
         return totals
+
+
+def _with_extra(total, extra):
+    return total if extra is None else (total, *extra)
+
+
+def _consumed(out, consume, y, w):
+    """The segment's summed NLL; a keyed step's ``(total, ln p, keys)``
+    goes to ``consume(log_probs, keys, y, w)`` first."""
+    if not isinstance(out, tuple):
+        return out
+    total, log_probs, keys = out
+    if consume is not None:
+        consume(log_probs, keys, y, w)
+    return total
 
 
 def _batches(stream, limit=None):
@@ -530,6 +571,7 @@ class DynamicEvaluator:
             model_config, vocab_size, 1, name="rnnlm_dynamic_eval"
         )
         self._steps = _make_steps(self.model, jit_compile)
+        self._keyed_steps = None
         self._stat_model = None
         self._stat_steps = None
         self.ms = None
@@ -632,8 +674,28 @@ class DynamicEvaluator:
         }
         return self.statistics_info
 
+    def _cache_steps(self):
+        """Steps on the keyed twin of ``model`` (same variables, logits
+        and cache keys out)."""
+        if self._keyed_steps is None:
+            keyed = keyed_model(self.model)
+            same = [id(v) for v in keyed.trainable_variables] == [
+                id(v) for v in self.model.trainable_variables
+            ]
+            if not same:
+                raise ValueError("the keyed model orders its weights apart")
+            self._keyed_steps = _make_steps(keyed, self.jit_compile)
+            self._key_dim = int(keyed.outputs[1].shape[-1])
+        return self._keyed_steps
+
     def evaluate(
-        self, ids, train_ids=None, max_tokens=None, restore=True, verbose=0
+        self,
+        ids,
+        train_ids=None,
+        max_tokens=None,
+        restore=True,
+        verbose=0,
+        cache=None,
     ):
         """Step 2: dynamic evaluation of ``ids`` (one stream, batch 1).
 
@@ -646,10 +708,17 @@ class DynamicEvaluator:
             restore: put the weights taken at the start (theta0) back
                 afterwards; else the adapted weights stay in ``model``.
             verbose: 1 prints progress.
+            cache: a :class:`~keras_rnnlm.evaluation.cache_pointer.
+                CacheConfig`: the continuous cache on the adapted model
+                (each segment's keys and probabilities are taken before
+                the update that has seen it; segments of ``bptt``).
 
         Returns:
             ``{"nll", "ppl", "tokens", "segments", "seconds",
-            "tokens_per_s"(, "bpc")}`` plus :meth:`hyperparameters`.
+            "tokens_per_s"(, "bpc")}`` plus :meth:`hyperparameters`; with
+            a cache, ``nll``/``ppl`` are the cached model's, ``cache`` its
+            settings and ``without_cache`` the dynamic evaluation alone
+            (same pass).
         """
         if self.variant == "rms" and train_ids is not None:
             self.compute_statistics(train_ids)
@@ -669,9 +738,26 @@ class DynamicEvaluator:
             ms = decrate = None
         hyper = (self.lr, self.lamb, self.epsilon)
         reset_states(self.model)
+        steps, consume, cached = self._steps, None, []
+        if cache is not None:
+            steps = self._cache_steps()
+            memory = CacheStream(cache, self._key_dim)
+
+            def consume(log_probs, keys, y, w):
+                n = int(np.sum(w))
+                lp = ops.convert_to_numpy(log_probs)[:, :n]
+                k = ops.convert_to_numpy(keys)[:, :n]
+                cached.append(memory.log_probs(k, y[:, :n], lp)[0])
+
         start = time.perf_counter()
-        totals = self._steps.dynamic(
-            _progress(stream, verbose), self.variant, theta0, ms, decrate, hyper
+        totals = steps.dynamic(
+            _progress(stream, verbose),
+            self.variant,
+            theta0,
+            ms,
+            decrate,
+            hyper,
+            consume,
         )
         total = float(np.sum([float(t) for t in totals], dtype=np.float64))
         seconds = time.perf_counter() - start
@@ -688,6 +774,11 @@ class DynamicEvaluator:
             "seconds": seconds,
             "tokens_per_s": tokens / seconds if seconds > 0 else float("inf"),
         }
+        if cache is not None:
+            result["without_cache"] = {"nll": nll, "ppl": safe_exp(nll)}
+            nll = float(-np.sum(np.concatenate(cached), dtype=np.float64))
+            nll /= tokens
+            result.update(nll=nll, ppl=safe_exp(nll), cache=cache.to_dict())
         if self.char_level:
             result["bpc"] = nll / math.log(2.0)
         result.update(self.hyperparameters())
@@ -718,6 +809,7 @@ def dynamic_evaluate_run(
     write=True,
     verbose=0,
     jit_compile=True,
+    cache=None,
     **hyperparameters,
 ):
     """Dynamic evaluation of a run's best (or given) weights.
@@ -734,6 +826,9 @@ def dynamic_evaluate_run(
             ``RUN_DIR/dynamic_eval_{split}.json``).
         write: write the JSON result.
         jit_compile: XLA-compile the TensorFlow steps.
+        cache: a :class:`~keras_rnnlm.evaluation.cache_pointer.
+            CacheConfig`: the cache on the adapted model (and, with
+            ``static``, on the static model too: ``static_cache``).
         **hyperparameters: :class:`DynamicEvaluator` arguments overriding
             the preset (``None`` values are ignored).
 
@@ -761,7 +856,11 @@ def dynamic_evaluate_run(
     ids = corpus.split(split)
     train_ids = corpus.train if ev.variant == "rms" else None
     result = ev.evaluate(
-        ids, train_ids=train_ids, max_tokens=max_tokens, verbose=verbose
+        ids,
+        train_ids=train_ids,
+        max_tokens=max_tokens,
+        verbose=verbose,
+        cache=cache,
     )
     result = {"split": split, "weights": weights, "preset": preset, **result}
     if static:
@@ -775,6 +874,15 @@ def dynamic_evaluate_run(
         sev.load_weights(weights)
         scored = ids if max_tokens is None else ids[: int(max_tokens) + 1]
         result["static"] = sev.evaluate(scored)
+        if cache is not None:
+            cev = CacheEvaluator(
+                config.model,
+                len(corpus.vocab),
+                ev.bptt,
+                char_level=corpus.is_char_level,
+            )
+            cev.load_weights(weights)
+            result["static_cache"] = cev.evaluate(scored, cache)
     if write:
         output = output or os.path.join(run_dir, f"dynamic_eval_{split}.json")
         atomic_write_text(output, json.dumps(result, indent=2))

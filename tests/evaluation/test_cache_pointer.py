@@ -293,3 +293,35 @@ def test_cli_evaluate_and_tune_cache(tiny_run, tmp_path, capsys):
         result = json.load(f)
     assert len(result["rows"]) == 4 and result["test"]["cache"]["tokens"] == 80
     assert os.path.exists(os.path.join(out_dir, "cache_search.png"))
+
+
+def test_dynamic_eval_with_cache(tiny_run, tmp_path, capsys):
+    import json
+    import os
+
+    from keras_rnnlm.cli.main import main
+
+    run = _copy_run(tiny_run, tmp_path)
+    out = os.path.join(run, "dyn.json")
+    # lr 0, lambda 0: the weights never change, so the dynamic pass
+    # with the cache is the static model with the cache
+    args = ["dynamic-eval", run, "--variant", "sgd", "--lr", "0"]
+    args += ["--lambda", "0", "--bptt", "6", "--max-tokens", "50"]
+    args += ["--cache", "window=20,theta=0.5,lambda=0.3", "--static"]
+    assert main(args + ["--output", out]) == 0
+    assert "with cache (without" in capsys.readouterr().out
+    with open(out) as f:
+        r = json.load(f)
+    assert r["tokens"] == 50 and r["cache"]["window"] == 20
+    assert r["ppl"] == pytest.approx(r["static_cache"]["ppl"], rel=1e-4)
+    assert r["without_cache"]["ppl"] == pytest.approx(
+        r["static"]["ppl"], rel=1e-4
+    )
+    assert r["ppl"] != pytest.approx(r["without_cache"]["ppl"], rel=1e-4)
+
+    args = ["dynamic-eval", run, "--variant", "sgd", "--lr", "0.1"]
+    args += ["--bptt", "5", "--max-tokens", "40", "--cache", "ptb"]
+    assert main(args + ["--output", out]) == 0
+    with open(out) as f:
+        r = json.load(f)
+    assert np.isfinite(r["ppl"]) and r["cache"]["window"] == 500
