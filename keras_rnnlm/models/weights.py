@@ -4,6 +4,7 @@ them."""
 import keras
 
 from keras_rnnlm.models.context import copy_context_data
+from keras_rnnlm.models.context import idf_layers
 from keras_rnnlm.models.samplers import model_samplers
 
 
@@ -35,7 +36,8 @@ def copy_weights(source, target):
 
 def model_parameters(model):
     """``model.count_params()`` without the candidate samplers' word
-    counts (data, not parameters)."""
-    return model.count_params() - sum(
-        s.vocab_size for s in model_samplers(model)
-    )
+    counts and the CBOW context layers' IDF weights (data, not
+    parameters)."""
+    data = sum(s.vocab_size for s in model_samplers(model))
+    data += sum(layer.vocab_size for layer in idf_layers(model))
+    return model.count_params() - data

@@ -15,6 +15,7 @@ from keras_rnnlm.models import copy_weights
 from keras_rnnlm.models import reset_states
 from keras_rnnlm.models.builder import context_spec
 from keras_rnnlm.models.params import count_params
+from keras_rnnlm.models.weights import model_parameters
 
 V = 40
 
@@ -42,7 +43,7 @@ def test_param_count_closed_form(weighting, head):
         V if weighting == "idf" else 0  # the IDF: data, not trainable
     )
     trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
-    assert count_params(cfg, V) == trainable
+    assert count_params(cfg, V) == trainable == model_parameters(model)
 
 
 def test_paper_sizes_wikitext2():
