@@ -13,6 +13,7 @@
     keras-rnnlm score MODEL [FILE] [--json]
     keras-rnnlm rescore MODEL NBEST [--lm-weight W] [--reference REF]
     keras-rnnlm export RUN_DIR OUT/NAME/VERSION
+    keras-rnnlm serve MODEL_BASE_DIR --model-name NAME [--rest-port 8501]
 
 Every command takes ``--debug`` (show the traceback of an error).
 """
@@ -24,6 +25,7 @@ from keras_rnnlm.cli.errors import debug_requested
 from keras_rnnlm.cli.errors import run_reporting_errors
 from keras_rnnlm.cli.evaluate import add_evaluation_commands
 from keras_rnnlm.cli.scoring import add_scoring_commands
+from keras_rnnlm.cli.serve import add_serve_command
 from keras_rnnlm.cli.train import add_finetune_command
 from keras_rnnlm.cli.train import add_train_command
 
@@ -39,6 +41,7 @@ def build_parser():
     add_finetune_command(sub)
     add_evaluation_commands(sub)
     add_scoring_commands(sub)
+    add_serve_command(sub)
     return parser
 
 

@@ -1,0 +1,120 @@
+"""``keras-rnnlm serve``: TF Serving's REST and gRPC APIs for an export.
+
+    keras-rnnlm serve MODEL_BASE_DIR --model-name NAME
+        [--rest-port 8501] [--grpc-port 8500] [--host 127.0.0.1]
+        [--no-batching] [--max-batch-size 32] [--batch-timeout-micros 2000]
+        [--max-enqueued 256] [--num-threads 4]
+        [--max-body-bytes N] [--max-rows N] [--max-sentence-tokens N]
+        [--request-timeout S] [--poll-seconds S] [--no-warmup]
+        [--access-log FILE]
+
+MODEL_BASE_DIR holds numeric version subdirectories (``keras-rnnlm export
+RUN models/NAME/1``); the highest is served and a new one is picked up
+while running. SIGTERM (or Ctrl-C) lets in-flight requests finish.
+"""
+
+import logging
+import os
+import sys
+
+from keras_rnnlm.cli.errors import UsageError
+from keras_rnnlm.cli.train import add_debug_flag
+from keras_rnnlm.serving import Limits
+from keras_rnnlm.serving import Server
+from keras_rnnlm.serving import serve_forever
+
+
+def _logging(access_path):
+    fmt = logging.Formatter("%(asctime)s %(name)s %(message)s")
+    events = logging.getLogger("keras_rnnlm.serving")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(fmt)
+    events.addHandler(handler)
+    events.setLevel(logging.INFO)
+    events.propagate = False
+    access = (
+        logging.StreamHandler(sys.stderr)
+        if access_path in (None, "-")
+        else logging.FileHandler(access_path)
+    )
+    access.setFormatter(fmt)
+    for name in ("keras_rnnlm.serving.access", "uvicorn.access"):
+        log = logging.getLogger(name)
+        log.handlers = [access]
+        log.setLevel(logging.INFO)
+        log.propagate = False
+    errors = logging.getLogger("uvicorn.error")
+    errors.handlers = [handler]
+    errors.setLevel(logging.INFO)
+
+
+def _serve(args):
+    if not os.path.isdir(args.base_dir):
+        raise FileNotFoundError(f"No model base directory at {args.base_dir!r}")
+    for flag in ("max_batch_size", "max_enqueued", "num_threads", "max_rows"):
+        if getattr(args, flag) < 1:
+            raise UsageError(f"--{flag.replace('_', '-')} must be >= 1")
+    _logging(args.access_log)
+    limits = Limits(
+        max_body_bytes=args.max_body_bytes,
+        max_rows=args.max_rows,
+        max_sentence_tokens=args.max_sentence_tokens,
+        request_timeout_s=args.request_timeout,
+    )
+    server = Server(
+        args.model_name,
+        args.base_dir,
+        host=args.host,
+        rest_port=args.rest_port,
+        grpc_port=args.grpc_port,
+        batching=not args.no_batching,
+        max_batch_size=args.max_batch_size,
+        batch_timeout_s=args.batch_timeout_micros / 1e6,
+        max_enqueued=args.max_enqueued,
+        num_threads=args.num_threads,
+        limits=limits,
+        poll_seconds=args.poll_seconds,
+        warm_up=not args.no_warmup,
+        drain_seconds=args.drain_seconds,
+    )
+    serve_forever(server)
+    return 0
+
+
+def add_serve_command(sub):
+    d = Limits()
+    s = sub.add_parser(
+        "serve",
+        help="serve an exported model with TF Serving's REST and gRPC APIs",
+    )
+    s.add_argument("base_dir", help="MODEL_BASE_DIR with numeric versions")
+    s.add_argument("--model-name", required=True)
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--rest-port", type=int, default=8501)
+    s.add_argument("--grpc-port", type=int, default=8500)
+    s.add_argument(
+        "--no-batching",
+        action="store_true",
+        help="run each request alone (default: merge concurrent requests)",
+    )
+    s.add_argument("--max-batch-size", type=int, default=32)
+    s.add_argument("--batch-timeout-micros", type=int, default=2000)
+    s.add_argument("--max-enqueued", type=int, default=256)
+    s.add_argument("--num-threads", type=int, default=4)
+    s.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes)
+    s.add_argument("--max-rows", type=int, default=d.max_rows)
+    s.add_argument(
+        "--max-sentence-tokens", type=int, default=d.max_sentence_tokens
+    )
+    s.add_argument("--request-timeout", type=float, default=d.request_timeout_s)
+    s.add_argument(
+        "--poll-seconds",
+        type=float,
+        default=1.0,
+        help="how often to look for a new version (0: never)",
+    )
+    s.add_argument("--drain-seconds", type=float, default=30.0)
+    s.add_argument("--no-warmup", action="store_true")
+    s.add_argument("--access-log", help="file (default: stderr)")
+    add_debug_flag(s)
+    s.set_defaults(func=_serve)

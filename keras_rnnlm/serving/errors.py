@@ -1,0 +1,67 @@
+"""One error type for the server, with TF Serving's status codes.
+
+A :class:`ServingError` carries a canonical status code name (the names of
+``tensorflow/core/protobuf/error_codes.proto``, as TF Serving reports
+them); REST answers it with :data:`HTTP_STATUS` and ``{"error": message}``,
+gRPC aborts the call with the same code.
+"""
+
+HTTP_STATUS = {
+    "INVALID_ARGUMENT": 400,
+    "FAILED_PRECONDITION": 400,
+    "OUT_OF_RANGE": 400,
+    "NOT_FOUND": 404,
+    "RESOURCE_EXHAUSTED": 413,
+    "UNAVAILABLE": 503,
+    "DEADLINE_EXCEEDED": 503,
+    "UNIMPLEMENTED": 501,
+    "INTERNAL": 500,
+    "UNKNOWN": 500,
+}
+
+
+class ServingError(Exception):
+    """A request the server refuses or cannot answer."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        if code not in HTTP_STATUS:
+            raise ValueError(f"unknown status code {code!r}")
+        self.code = code
+        self.message = message
+
+    @property
+    def http_status(self):
+        return HTTP_STATUS[self.code]
+
+
+def from_tf_error(error):
+    """A :class:`ServingError` for a TensorFlow ``OpError`` raised by a
+    signature (its canonical code: a failed in-graph check is
+    INVALID_ARGUMENT)."""
+    import tensorflow as tf  # only reached after a TensorFlow call
+
+    codes = {
+        tf.errors.InvalidArgumentError: "INVALID_ARGUMENT",
+        tf.errors.OutOfRangeError: "OUT_OF_RANGE",
+        tf.errors.FailedPreconditionError: "FAILED_PRECONDITION",
+        tf.errors.ResourceExhaustedError: "RESOURCE_EXHAUSTED",
+        tf.errors.UnavailableError: "UNAVAILABLE",
+        tf.errors.DeadlineExceededError: "DEADLINE_EXCEEDED",
+    }
+    code = codes.get(type(error), "INTERNAL")
+    return ServingError(code, error_message(error.message or ""))
+
+
+def error_message(text):
+    """The line of a TensorFlow error text that says what went wrong (an
+    assertion's message, a shape or dtype mismatch), without the graph
+    execution preamble."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for key in ("assertion failed", "is not compatible", "expected to be"):
+        for line in lines:
+            if key in line:
+                return line
+    skip = ("Graph execution error", "Detected at node")
+    rest = [line for line in lines if not line.startswith(skip)]
+    return (rest or lines or ["error"])[0]

@@ -1,0 +1,127 @@
+"""Batching merges concurrent requests without changing any answer, and a
+new version is swapped in under load without losing a request."""
+
+import concurrent.futures
+import os
+import shutil
+import threading
+import time
+
+import numpy as np
+from serving_client import copy_base
+from serving_client import grpc_predict
+from serving_client import http
+
+SENTENCES = [
+    "the cat sees a ball .",
+    "a dog likes some food .",
+    "my friend eats the fish . the bird finds a ball",
+    "",
+    "zebra",
+    "the bird",
+]
+
+
+def _score(url, sentences):
+    status, out = http("POST", url, {"instances": sentences})
+    assert status == 200, out
+    return out["predictions"]
+
+
+def test_concurrent_equals_single_threaded(server):
+    url = f"http://127.0.0.1:{server.rest_port}/v1/models/tiny_lm:predict"
+    requests = [SENTENCES[i % 6 : i % 6 + 1 + i % 3] for i in range(48)]
+    single = [_score(url, r) for r in requests]
+    before = dict(server.engine.stats)
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        merged = list(pool.map(lambda r: _score(url, r), requests))
+    stats = server.engine.stats
+    batches = stats["batches"] - before.get("batches", 0)
+    merged_requests = stats["batched_requests"] - before.get(
+        "batched_requests", 0
+    )
+    assert merged_requests == len(requests)
+    assert batches < len(requests)  # some requests shared a call
+    for a, b in zip(single, merged, strict=True):
+        for x, y in zip(a, b, strict=True):
+            assert x["tokens"] == y["tokens"]
+            assert x["lengths"] == y["lengths"]
+            np.testing.assert_allclose(
+                x["token_logprobs"], y["token_logprobs"], atol=1e-5
+            )
+    # gRPC requests are merged the same way.
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        outs = list(
+            pool.map(
+                lambda s: grpc_predict(
+                    server,
+                    "score_text",
+                    {"sentences": np.array([s.encode()], object)},
+                ),
+                SENTENCES * 2,
+            )
+        )
+    for s, out in zip(SENTENCES * 2, outs):
+        ref = _score(url, [s])[0]
+        np.testing.assert_allclose(
+            out["token_logprobs"][0], ref["token_logprobs"], atol=1e-5
+        )
+
+
+def test_version_swap_under_load_loses_nothing(served_base, tmp_path):
+    from keras_rnnlm.serving import Server
+
+    base = copy_base(served_base, tmp_path)
+    srv = Server(
+        "tiny_lm",
+        base,
+        rest_port=0,
+        grpc_port=None,
+        poll_seconds=0.2,
+        warm_up=False,  # faster loads; warm-up is exercised elsewhere
+        drain_seconds=5,
+    ).start()
+    url = f"http://127.0.0.1:{srv.rest_port}/v1/models/tiny_lm:predict"
+    stop = threading.Event()
+    results, errors = [], []
+
+    def client():
+        while not stop.is_set():
+            try:
+                status, out = http("POST", url, {"instances": SENTENCES})
+                (results if status == 200 else errors).append(out)
+            except Exception as e:  # noqa: BLE001  (a lost request)
+                errors.append(repr(e))
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        # A new version, written aside then renamed in (atomic).
+        shutil.copytree(os.path.join(base, "1"), tmp_path / "v2")
+        os.rename(tmp_path / "v2", os.path.join(base, "2"))
+        deadline = time.monotonic() + 60
+        while srv.models.servable().version != 2:
+            assert time.monotonic() < deadline, srv.models.status()
+            time.sleep(0.1)
+        # A broken version: reported, the served one stays.
+        os.makedirs(os.path.join(base, "3"))
+        with open(os.path.join(base, "3", "saved_model.pb"), "wb") as f:
+            f.write(b"not a SavedModel")
+        while not any(
+            v == 3 and s == "END" for v, s, *_ in srv.models.status()
+        ):
+            assert time.monotonic() < deadline, srv.models.status()
+            time.sleep(0.1)
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+        srv.stop()
+    assert errors == [] and len(results) > 4
+    status = {v: (s, code, m) for v, s, code, m in srv.models.status()}
+    assert status[2] == ("AVAILABLE", "OK", "")
+    assert status[1][0] == "END"
+    assert status[3][0] == "END" and status[3][1] != "OK" and status[3][2]
+    assert srv.models.servable().version == 2
