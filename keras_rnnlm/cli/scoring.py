@@ -1,6 +1,7 @@
 """``keras-rnnlm score | rescore | export``.
 
 keras-rnnlm score MODEL [FILE] [--json] [--no-bos] [--no-eos]
+    [--document [--cache ptb|window=W,theta=T,lambda=L]]
 keras-rnnlm rescore MODEL NBEST [--lm-weight W] [--word-penalty P]
     [--reference REF] [--out FILE]
 keras-rnnlm export RUN_DIR OUT/NAME/VERSION [--top-k K] [--overwrite]
@@ -16,6 +17,8 @@ import math
 import sys
 
 from keras_rnnlm.cli.errors import UsageError
+from keras_rnnlm.cli.evaluate import CACHE_HELP
+from keras_rnnlm.cli.evaluate import cache_setting
 from keras_rnnlm.cli.train import add_debug_flag
 from keras_rnnlm.export import export_saved_model
 from keras_rnnlm.export.saved_model import MAX_BATCH_SIZE
@@ -44,7 +47,18 @@ def _score(args):
         )
     lines = list(_open_lines(args.file))
     results = []
-    for start in range(0, len(lines), 4096):
+    if args.cache is not None and not args.document:
+        raise UsageError("--cache scores a document: add --document")
+    if args.document and isinstance(scorer, SavedModelScorer):
+        raise UsageError(
+            "--document needs a run directory: an exported model scores "
+            "sentences independently"
+        )
+    if args.document:
+        results = scorer.score_document(
+            lines, cache=args.cache, bos=not args.no_bos, eos=not args.no_eos
+        )
+    for start in range(0, 0 if args.document else len(lines), 4096):
         chunk = lines[start : start + 4096]
         results.extend(
             scorer.score_sentences(
@@ -141,6 +155,15 @@ def add_scoring_commands(sub):
     s.add_argument("--no-bos", action="store_true", help="see Scorer docs")
     s.add_argument("--no-eos", action="store_true", help="no </s> term")
     s.add_argument("--weights", help="weights file of a run directory")
+    s.add_argument(
+        "--document",
+        action="store_true",
+        help="the lines are one document: the recurrent state (and the "
+        "cache) carried from line to line, --no-bos for its first line",
+    )
+    s.add_argument(
+        "--cache", type=cache_setting, help=CACHE_HELP + "; needs --document"
+    )
     add_debug_flag(s)
     s.set_defaults(func=_score)
 

@@ -38,8 +38,10 @@ import numpy as np
 from keras import ops
 
 from keras_rnnlm.data.errors import OOVError
+from keras_rnnlm.evaluation.cache_pointer import CacheStream
 from keras_rnnlm.metrics import token_nll
 from keras_rnnlm.models import build_language_model
+from keras_rnnlm.models.state import outer_recurrent_layers
 from keras_rnnlm.runs import load_run
 from keras_rnnlm.scoring.inference_model import InferenceModel
 from keras_rnnlm.scoring.inference_model import build_inference_model
@@ -212,6 +214,7 @@ class Scorer:
         self.time_buckets = check_time_buckets(time_buckets)
         self._context_id = _context_id(vocab, self.tokenization)
         self._fn = _make_scoring_fn(model)
+        self._keyed = None  # the graph with the cache keys (documents)
 
     # ----------------------------------------------------------- loading
     @classmethod
@@ -321,13 +324,16 @@ class Scorer:
             self.inference.initial_states(1), self._bos_id() if bos else None
         )
 
-    def continue_(self, state, text, eos=False):
+    def continue_(self, state, text, eos=False, cache=None):
         """Scores a segment after ``state``; returns ``(new_state, score)``.
 
         ``text`` is a string (tokenised as usual) or a list of token
         strings; ``eos=True`` ends the segment with ``<eos>``. Scoring a
         document in segments with the carried state gives the same token
-        scores as scoring it whole.
+        scores as scoring it whole. ``cache``: a
+        :class:`~keras_rnnlm.evaluation.cache_pointer.CacheStream` (see
+        :meth:`cache_stream`) whose memory follows the stream: the
+        segment is scored with the continuous cache and added to it.
         """
         if isinstance(text, (list, tuple)):
             tokens = list(text)
@@ -348,11 +354,77 @@ class Scorer:
         if not len(ids):
             return state, SentenceScore([], np.zeros(0), [], ctx_oov)
         inputs = np.concatenate([[state.last_token], ids[:-1]])
-        ln, new_states = self._run(
+        run = self._run if cache is None else self._cached_run(cache)
+        ln, new_states = run(
             inputs[None].astype(np.int32), ids[None], state.states
         )
         new = ScoringState(new_states, int(ids[-1]))
         return new, SentenceScore(tokens, ln[0], oov, ctx_oov)
+
+    # --------------------------------------------------------- documents
+    def cache_stream(self, cache):
+        """An empty continuous cache for one stream: ``cache`` a
+        :class:`~keras_rnnlm.evaluation.cache_pointer.CacheConfig`; its
+        keys are the last recurrent layer's outputs (see
+        :mod:`keras_rnnlm.evaluation.cache_pointer`)."""
+        return CacheStream(cache, self._keyed_graph().outputs[1].shape[-1])
+
+    def score_document(self, lines, cache=None, bos=True, eos=True):
+        """Scores the lines of ONE document in order, the recurrent state
+        (and, with ``cache``, the continuous cache's memory) carried from
+        line to line: a :class:`SentenceScore` per line.
+
+        KenLM's semantics per line: ``eos=True`` scores an ``<eos>``
+        after every line (without it the lines run together); ``bos``
+        applies to the document's first line (later lines continue from
+        the previous one, as in the training stream, where every line
+        follows an ``<eos>``). ``cache``: a
+        :class:`~keras_rnnlm.evaluation.cache_pointer.CacheConfig` (e.g.
+        ``CacheConfig.parse("ptb")``); without it the scores are those of
+        :meth:`begin` / :meth:`continue_`.
+        """
+        if isinstance(lines, (str, bytes)):
+            raise TypeError("score_document takes a list of lines")
+        memory = None if cache is None else self.cache_stream(cache)
+        state = self.begin(bos)
+        scores = []
+        for line in lines:
+            state, r = self.continue_(state, line, eos=eos, cache=memory)
+            scores.append(r)
+        return scores
+
+    def _keyed_graph(self):
+        """The inference graph with the last recurrent layer's output
+        sequence as a second output: ``[logits, keys, *states]``."""
+        if self._keyed is None:
+            graph = self.inference.model
+            keys = outer_recurrent_layers(graph)[-1].output
+            if isinstance(keys, (list, tuple)):
+                keys = keys[0]
+            outputs = graph.outputs
+            self._keyed = keras.Model(
+                graph.inputs, [outputs[0], keys, *outputs[1:]]
+            )
+        return self._keyed
+
+    def _cached_run(self, cache):
+        def run(inputs, targets, states):
+            positions = ops.arange(inputs.size, dtype="int32")
+            states = [ops.convert_to_tensor(s, "float32") for s in states]
+            out = self._keyed_graph()(
+                [ops.convert_to_tensor(inputs), positions, *states],
+                training=False,
+            )
+            logits = ops.convert_to_numpy(out[0]).astype(np.float64)
+            top = logits.max(-1, keepdims=True)
+            lse = np.log(np.exp(logits - top).sum(-1)) + top[..., 0]
+            vocab_lp = logits[0, np.arange(targets.size), targets[0]] - lse[0]
+            keys = ops.convert_to_numpy(out[1])
+            ln = cache.log_probs(keys, targets, vocab_lp[None])
+            final = [ops.convert_to_numpy(s) for s in out[2:]]
+            return np.asarray(ln, np.float64), final
+
+        return run
 
     # --------------------------------------------------------- internals
     def _eos_id(self):

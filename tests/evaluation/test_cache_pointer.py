@@ -325,3 +325,61 @@ def test_dynamic_eval_with_cache(tiny_run, tmp_path, capsys):
     with open(out) as f:
         r = json.load(f)
     assert np.isfinite(r["ppl"]) and r["cache"]["window"] == 500
+
+
+def test_score_document_with_cache_equals_the_stream(tiny_run, tiny_corpus_dir):
+    import os
+
+    from keras_rnnlm.evaluation.cache_pointer import CacheEvaluator
+    from keras_rnnlm.runs import load_run
+    from keras_rnnlm.scoring import Scorer
+
+    with open(os.path.join(tiny_corpus_dir, "valid.txt")) as f:
+        lines = f.read().splitlines()[:12]
+    scorer = Scorer.from_run(tiny_run)
+    plain = scorer.score_document(lines)
+    state, chained = scorer.begin(), []
+    for line in lines:
+        state, r = scorer.continue_(state, line, eos=True)
+        chained.append(r.ln_prob)
+    np.testing.assert_allclose([r.ln_prob for r in plain], chained, 1e-5)
+    none = scorer.score_document(lines, cache=CacheConfig(0, 1.0, 0.5))
+    np.testing.assert_allclose([r.ln_prob for r in none], chained, rtol=1e-4)
+
+    cache = CacheConfig(25, 0.7, 0.3)
+    scores = scorer.score_document(lines, cache=cache)
+    assert [len(r.tokens) for r in scores] == [len(r.tokens) for r in plain]
+    # the same document as one id stream: <eos> line <eos> line ...
+    config, vocab = load_run(tiny_run)
+    ids = [vocab.eos_id]
+    for line in lines:
+        ids += [*vocab.encode(line.split()), vocab.eos_id]
+    ev = CacheEvaluator(config.model, len(vocab), 9)
+    ev.load_weights(os.path.join(tiny_run, "best.weights.h5"))
+    r = ev.evaluate(np.array(ids), cache)
+    total = sum(s.ln_prob for s in scores)
+    assert r["tokens"] == sum(s.num_tokens for s in scores)
+    assert -r["nll"] * r["tokens"] == pytest.approx(total, rel=1e-4)
+    assert total != pytest.approx(sum(chained), rel=1e-4)
+
+
+def test_cli_score_document_with_cache(tiny_run, tiny_corpus_dir, capsys):
+    import json
+    import os
+
+    from keras_rnnlm.cli.main import main
+    from keras_rnnlm.scoring import Scorer
+
+    path = os.path.join(tiny_corpus_dir, "valid.txt")
+    with open(path) as f:
+        lines = f.read().splitlines()
+    args = ["score", tiny_run, path, "--json", "--document"]
+    assert main(args + ["--cache", "window=40,theta=0.5,lambda=0.2"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(rows) == len(lines) + 1
+    cache = CacheConfig(40, 0.5, 0.2)
+    want = Scorer.from_run(tiny_run).score_document(lines, cache=cache)
+    got = [r["ln_prob"] for r in rows[:-1]]
+    np.testing.assert_allclose(got, [r.ln_prob for r in want], rtol=1e-5)
+    assert main(["score", tiny_run, path, "--cache", "ptb"]) == 2
+    assert "--document" in capsys.readouterr().err
