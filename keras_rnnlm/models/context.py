@@ -10,6 +10,8 @@ weights and copied with them
 (:func:`~keras_rnnlm.models.weights.copy_weights`).
 """
 
+from keras import ops
+
 from keras_rnnlm.layers.cbow_context import CBOWContext
 
 
@@ -44,4 +46,6 @@ def copy_context_data(source, target):
             f"Models differ: {len(src)} vs {len(dst)} IDF context layers"
         )
     for s, d in zip(src, dst):
-        d.idf.assign(s.idf.value)
+        # a copy: on JAX the two models must not share a buffer (a
+        # compiled step donates its variables' buffers)
+        d.idf.assign(ops.copy(s.idf.value))

@@ -2,10 +2,6 @@
 Eq. (1) of *On the long-term learning ability of LSTM LMs*
 (arXiv:2106.08927)."""
 
-import os
-import subprocess
-import sys
-
 import keras
 import numpy as np
 import pytest
@@ -186,30 +182,3 @@ def test_invalid_arguments():
         CBOWContext(V, D, window=0)
     with pytest.raises(ValueError, match="set_idf"):
         _layer("uniform", 3, 1)[0].set_idf(np.ones(V))
-
-
-@pytest.mark.skipif(
-    keras.backend.backend() == "jax", reason="already running on JAX"
-)
-def test_on_jax():
-    """The NumPy comparison and the layer test, on the JAX backend."""
-    env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-x",
-            "-p",
-            "no:cacheprovider",
-            __file__,
-            "-k",
-            "numpy or return_state or run_layer_test",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
