@@ -136,6 +136,10 @@ class Server:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Inherited by accepted connections: without it a response's
+        # headers and body (two writes) wait for the client's delayed ACK
+        # (40 ms a request on Linux).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((self.host, self._want_rest))
         self.rest_port = sock.getsockname()[1]
         config = uvicorn.Config(
