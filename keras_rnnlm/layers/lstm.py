@@ -43,6 +43,14 @@ class LSTM(FusedRecurrence, TrackedStateMixin, keras.layers.LSTM):
     :meth:`recurrent_kernel_for_call` (weight drop uses this), keeping the
     fast path.
 
+    Sentence-level state reset: ``layer(x, reset=r)`` with ``r`` (batch,
+    time), 1.0 where a sentence starts, sets the state to its initial
+    (zero) value before reading ``x[:, t]`` where ``r[:, t] = 1`` (the
+    carried state included, at ``t = 0``). A call with a reset mask runs a
+    per-step loop (``keras.ops.scan`` over the hoisted input projection,
+    with the call's recurrent kernel, weight-dropped or not), not the
+    fused loop; a call without one is unchanged.
+
     Args:
         units: Positive integer, dimensionality of the output space.
         fused: ``"auto"`` (default): the fast path when the configuration
@@ -63,6 +71,73 @@ class LSTM(FusedRecurrence, TrackedStateMixin, keras.layers.LSTM):
     def __init__(self, units, fused="auto", **kwargs):
         super().__init__(units, **kwargs)
         self.init_fused(fused)
+        self._reset_mask = None
+
+    def call(
+        self,
+        sequences,
+        initial_state=None,
+        mask=None,
+        training=False,
+        reset=None,
+    ):
+        if reset is None:
+            return super().call(
+                sequences,
+                initial_state=initial_state,
+                mask=mask,
+                training=training,
+            )
+        blockers = self.fast_path_blockers(mask)
+        if blockers:
+            raise ValueError(
+                f"{type(self).__name__} {self.name!r}: a reset mask needs "
+                f"the fused configuration; remove {', '.join(blockers)}"
+            )
+        # RNN.call does the state bookkeeping (initial / carried state,
+        # stateful assignment, return_state); inner_loop reads the mask.
+        self._reset_mask = reset
+        try:
+            return super().call(
+                sequences, initial_state=initial_state, training=training
+            )
+        finally:
+            self._reset_mask = None
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        if self._reset_mask is None:
+            return super().inner_loop(sequences, initial_state, mask, training)
+        return self.reset_inner_loop(
+            sequences, initial_state, self._reset_mask, training
+        )
+
+    def reset_inner_loop(self, sequences, initial_state, reset, training):
+        """The LSTM over ``sequences`` with the state zeroed where
+        ``reset`` (batch, time) is 1; ``(last, outputs, [h, c])``."""
+        proj = self.input_projection(sequences)
+        rk = self.recurrent_kernel_tensor(training, proj.dtype)
+        h0, c0 = (state_snapshot(s, proj.dtype) for s in initial_state)
+        keep = 1.0 - ops.cast(reset, proj.dtype)
+        xs = (
+            ops.transpose(proj, (1, 0, 2)),
+            ops.transpose(ops.expand_dims(keep, -1), (1, 0, 2)),
+        )
+
+        def step(carry, x):
+            h, c = carry
+            z_x, k = x
+            h, c = h * k, c * k
+            z = z_x + ops.matmul(h, rk)
+            z_i, z_f, z_c, z_o = ops.split(z, 4, axis=-1)
+            c = ops.sigmoid(z_f) * c + ops.sigmoid(z_i) * ops.tanh(z_c)
+            h = ops.sigmoid(z_o) * ops.tanh(c)
+            # (Keras's TensorFlow scan wants the outputs shaped like
+            # the carry.)
+            return (h, c), (h, c)
+
+        (h_t, c_t), (outputs, _) = ops.scan(step, (h0, c0), xs)
+        outputs = ops.transpose(outputs, (1, 0, 2))
+        return h_t, outputs, [h_t, c_t]
 
     def recurrent_kernel_for_call(self, training=False):
         """The (units, 4 * units) recurrent kernel used in this call."""

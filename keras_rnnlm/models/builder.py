@@ -43,6 +43,8 @@ RNN_INITS = (None, "pytorch")
 INPUT_ENCODINGS = ("embedding", "one_hot")
 #: ``model.context["type"]`` values: the CBOW context of arXiv:2106.08927.
 CONTEXT_TYPES = ("cbow",)
+#: Registry layers that take a sentence-level reset mask (``reset_input``).
+RESET_CELLS = ("lstm", "weight_drop_lstm")
 #: Cells whose weights ``model.weight_dropout`` drops (DropConnect).
 WEIGHT_DROP_CELLS = ("lstm", "weight_drop_lstm", "mmlstm")
 
@@ -282,6 +284,7 @@ def build_language_model(
     name="rnnlm",
     recurrent_output_hook=None,
     targets_input=False,
+    reset_input=False,
 ):
     """Builds the language model described by ``config``.
 
@@ -309,11 +312,19 @@ def build_language_model(
             :class:`~keras_rnnlm.data.streams.LMSequence` with
             ``targets_as_input`` serves them); outside training the full
             logits. Ignored without ``config.sampled_softmax``.
+        reset_input: sentence-level training: a float32 input ``reset``
+            (batch, time), 1.0 where a sentence starts, at which every
+            recurrent layer starts again from its initial state (served
+            by :class:`~keras_rnnlm.data.sentences.SentenceResetSequence`).
+            The CBOW context (``model.context``) is not reset: it brings
+            the previous sentences to the reset LSTM. Recurrent layers:
+            :data:`RESET_CELLS`.
 
     Returns:
         A functional ``keras.Model`` mapping int32 tokens (batch, time) to
-        float32 logits (batch, time, vocab); with a ``targets`` input it
-        takes ``{"tokens", "targets"}``.
+        float32 logits (batch, time, vocab); with a ``targets`` or
+        ``reset`` input it takes the dict ``{"tokens", "targets",
+        "reset"}`` of its inputs.
     """
     validate_model_config(config)
     batch_shape = (batch_size if stateful else None, None)
@@ -323,12 +334,23 @@ def build_language_model(
         targets = keras.Input(
             batch_shape=batch_shape, dtype="int32", name="targets"
         )
+    reset = None
+    if reset_input:
+        cell = recurrent_layer_name(config)
+        if cell not in RESET_CELLS:
+            raise ConfigError(
+                f"Sentence-level state reset is built for the recurrent "
+                f"layers {RESET_CELLS}, not {cell!r}"
+            )
+        reset = keras.Input(
+            batch_shape=batch_shape, dtype="float32", name="reset"
+        )
     embedding = _input_encoding(config, vocab_size, seed)
     x = _embed(config, embedding, tokens, vocab_size, seed)
     if config.context is not None:
         x = _with_context(config, x, tokens, vocab_size, stateful, seed)
     sources, raw = _recurrent_stack(
-        config, x, stateful, seed, recurrent_output_hook
+        config, x, stateful, seed, recurrent_output_hook, reset
     )
     if config.ar_alpha or config.tar_beta:
         sources[-1] = ActivationRegularization(
@@ -338,8 +360,12 @@ def build_language_model(
     logits = keras.layers.Activation("linear", dtype="float32", name="logits")(
         logits
     )
-    if targets is not None:
-        inputs = {"tokens": tokens, "targets": targets}
+    if targets is not None or reset is not None:
+        inputs = {"tokens": tokens}
+        if targets is not None:
+            inputs["targets"] = targets
+        if reset is not None:
+            inputs["reset"] = reset
         return keras.Model(inputs, logits, name=name)
     return keras.Model(tokens, logits, name=name)
 
@@ -414,7 +440,7 @@ def _dropout(config, x, k, rate, seed):
     return keras.layers.Dropout(rate, seed=k_seed, name=f"dropout_{k}")(x)
 
 
-def _recurrent_stack(config, x, stateful, seed, hook):
+def _recurrent_stack(config, x, stateful, seed, hook, reset=None):
     """The recurrent layers on the encoded tokens ``x``, each output
     dropped with its rate of :func:`layer_dropouts`.
 
@@ -435,7 +461,10 @@ def _recurrent_stack(config, x, stateful, seed, hook):
             # MMLM-1: the Minor LSTM reads the embedding output after
             # dropouti (the first layer's input).
             inputs = [x, sources[0]]
-        raw = layer(inputs)
+        if reset is None:
+            raw = layer(inputs)
+        else:
+            raw = layer(inputs, reset=reset)
         if hook is not None:
             raw = hook(i, raw)
         x = _dropout(config, raw, i + 1, rates[i + 1], seed)
