@@ -1,0 +1,126 @@
+"""Continuous cache pointer (Grave et al. 2017): tokens/s with and without
+the cache, and the perplexity it gives, on a trained run.
+
+Streams the split through the package's
+:class:`~keras_rnnlm.evaluation.cache_pointer.CacheEvaluator` (batch 1,
+segments of ``--bptt``, the recurrent state and the cache carried) with
+``window=0`` (the plain model, the reference) and with each ``--cache``
+setting; each is timed as the median of ``--passes`` whole passes
+(:func:`_harness.median_rate`). Also times the cache arithmetic alone
+(the keys and vocabulary log-probabilities computed once, as
+``tune-cache`` does). Appends ``throughput`` records (tokens/s, reference
+= the same stream without the cache) to
+``bench/results/cache_pointer.jsonl`` (``--out``).
+
+    python bench/cache_pointer.py --run runs/zaremba_small_2ep \
+        --cache ptb wt2 --split test
+"""
+
+import argparse
+import os
+import time
+
+import _harness as harness
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--run", required=True, help="a trained run directory")
+    p.add_argument("--split", default="test")
+    p.add_argument(
+        "--cache",
+        nargs="+",
+        default=["ptb"],
+        help="cache settings (presets or window=W,theta=T,lambda=L)",
+    )
+    p.add_argument("--bptt", type=int, help="segment length (run's eval)")
+    p.add_argument("--max-tokens", type=int, help="first N tokens only")
+    p.add_argument("--passes", type=int, default=harness.EVAL_PASSES)
+    harness.add_threads_argument(p)
+    harness.add_output_arguments(p, "cache_pointer.jsonl")
+    args = p.parse_args(argv)
+    harness.set_threads(args.threads)
+
+    import numpy as np
+
+    from keras_rnnlm.evaluation.cache_pointer import CacheConfig
+    from keras_rnnlm.evaluation.cache_pointer import CacheEvaluator
+    from keras_rnnlm.evaluation.cache_pointer import cache_log_probs_of
+    from keras_rnnlm.runs import load_run
+    from keras_rnnlm.runs import load_run_corpus
+
+    config, vocab = load_run(args.run)
+    corpus = load_run_corpus(config, vocab)
+    bptt = args.bptt or config.data.eval_bptt or config.data.bptt
+    ev = CacheEvaluator(config.model, len(corpus.vocab), bptt)
+    ev.load_weights(os.path.join(args.run, "best.weights.h5"))
+    ids = corpus.split(args.split)
+    if args.max_tokens is not None:
+        ids = ids[: args.max_tokens + 1]
+    tokens = len(ids) - 1
+
+    def rate(cache):
+        out = {}
+
+        def one_pass():
+            out.update(ev.evaluate(ids, cache))
+
+        ev.evaluate(ids[: 2 * bptt + 1], cache)  # warm-up (tracing)
+        return harness.median_rate(one_pass, tokens, args.passes), out
+
+    plain_rate, plain = rate(CacheConfig(0, 0.0, 0.0))
+    print(f"plain: ppl {plain['ppl']:.3f}, {plain_rate:.0f} tok/s")
+    keyed = ev.keyed_split(ids)
+    fields = harness.record_fields(
+        "cache_pointer.py",
+        argv,
+        threads=args.threads,
+        run=args.run,
+        split=args.split,
+        tokens=tokens,
+        bptt=bptt,
+        plain_ppl=round(plain["ppl"], 3),
+        key_dim=ev.dim,
+    )
+    records = []
+    for text in args.cache:
+        cache = CacheConfig.parse(text)
+        with_rate, r = rate(cache)
+        times = []
+        for _ in range(args.passes):
+            t = time.perf_counter()
+            lp = cache_log_probs_of(keyed, cache)
+            times.append(time.perf_counter() - t)
+        arith = tokens / float(np.median(times))
+        ppl = float(np.exp(-np.mean(lp)))
+        print(
+            f"{text}: ppl {r['ppl']:.3f} (cache arithmetic alone {ppl:.3f}),"
+            f" {with_rate:.0f} tok/s with the cache vs {plain_rate:.0f} "
+            f"without; the cache arithmetic alone {arith:.0f} tok/s"
+        )
+        extra = dict(
+            fields,
+            cache=text,
+            window=cache.window,
+            theta=cache.theta,
+            **{"lambda": cache.lam},
+            ppl=round(r["ppl"], 3),
+            cache_arithmetic_tok_s=round(arith, 1),
+        )
+        records.append(
+            harness.record(
+                "throughput",
+                f"cache_pointer_{text}",
+                "keras_rnnlm",
+                with_rate,
+                "tok/s",
+                reference=plain_rate,
+                reference_name="the same stream without the cache",
+                **extra,
+            )
+        )
+    harness.write_records(args, records)
+
+
+if __name__ == "__main__":
+    main()
