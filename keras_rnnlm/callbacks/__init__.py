@@ -2,7 +2,9 @@
 
 from keras_rnnlm.callbacks.base import StatefulCallback
 from keras_rnnlm.callbacks.checkpoint import BestCheckpoint
+from keras_rnnlm.callbacks.checkpoint import CheckpointWriteError
 from keras_rnnlm.callbacks.checkpoint import TrainingCheckpoint
+from keras_rnnlm.callbacks.logging import EpochLog
 from keras_rnnlm.callbacks.logging import LearningCurve
 from keras_rnnlm.callbacks.logging import NaNGuard
 from keras_rnnlm.callbacks.logging import RunMetadata
@@ -18,8 +20,10 @@ from keras_rnnlm.callbacks.validation import Validation
 
 __all__ = [
     "BestCheckpoint",
+    "CheckpointWriteError",
     "ConstantLR",
     "DivideOnPlateau",
+    "EpochLog",
     "LearningCurve",
     "NaNGuard",
     "PlateauAnnealing",

@@ -13,6 +13,38 @@ from keras_rnnlm.callbacks.base import sync_model_state
 from keras_rnnlm.runs import atomic_write_text
 
 
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (a read-only or full disk); the
+    previous checkpoint is kept as the newest."""
+
+
+def finite_logs(logs):
+    """Whether every value of the epoch or batch logs is finite."""
+    return all(math.isfinite(float(v)) for v in (logs or {}).values())
+
+
+def finite_training_state(model):
+    """Whether every weight of ``model`` and every variable of its
+    optimizer (momenta, averages, iteration count) is finite."""
+    variables = list(model.weights)
+    if model.optimizer is not None and model.optimizer.built:
+        variables += list(model.optimizer.variables)
+    for v in variables:
+        if "float" not in str(v.dtype):
+            continue
+        if not np.all(np.isfinite(keras.ops.convert_to_numpy(v.value))):
+            return False
+    return True
+
+
+def _remove_quietly(*paths):
+    for path in paths:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
 class BestCheckpoint(StatefulCallback):
     """Saves the weights whenever the monitored value improves.
 
@@ -43,14 +75,22 @@ class BestCheckpoint(StatefulCallback):
             return
         if self.best is None or float(value) < self.best:
             self.best, self.best_epoch = float(value), int(epoch)
-            os.makedirs(self.directory, exist_ok=True)
             tmp = self.path + ".tmp.weights.h5"
-            self.model.save_weights(tmp)
-            os.replace(tmp, self.path)
-            atomic_write_text(
-                os.path.join(self.directory, "best.json"),
-                json.dumps({"epoch": epoch, self.monitor: self.best}, indent=2),
-            )
+            try:
+                os.makedirs(self.directory, exist_ok=True)
+                self.model.save_weights(tmp)
+                os.replace(tmp, self.path)
+                atomic_write_text(
+                    os.path.join(self.directory, "best.json"),
+                    json.dumps(
+                        {"epoch": epoch, self.monitor: self.best}, indent=2
+                    ),
+                )
+            except OSError as e:
+                _remove_quietly(tmp)
+                raise CheckpointWriteError(
+                    f"Could not write the best weights to {self.path}: {e}"
+                ) from e
 
 
 def _seed_generators(model):
@@ -115,6 +155,17 @@ class TrainingCheckpoint(keras.callbacks.Callback):
     carried state, dropout masks, windows and averages: its weights and
     its epoch log equal an uninterrupted run's (tested).
 
+    **Only good states are kept.** A checkpoint is written only when the
+    logs since the previous one are finite and so are the model's weights
+    and the optimizer's variables. A mid-epoch checkpoint is confirmed by
+    the next batch, whose loss is computed with its weights: if that loss
+    is not finite (exploded but finite weights), the checkpoint is removed
+    and the previous one is the newest again. When the state is not
+    finite :attr:`diverged` says where and training stops. A write that
+    fails (read-only or full disk) removes its own files and raises
+    :class:`CheckpointWriteError`: the newest checkpoint on disk is always
+    a whole one.
+
     :meth:`restore` loads the newest checkpoint into a freshly built,
     compiled model and returns the epoch to continue from (``initial_epoch``
     of ``fit``); :attr:`resume_batches` is the number of that epoch's
@@ -155,6 +206,8 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             )
         self.history = []
         self.resume_batches = 0
+        self.diverged = None
+        self._unconfirmed = None
         self._pending = None
         self._pending_metrics = None
         self._epoch = 0
@@ -183,27 +236,77 @@ class TrainingCheckpoint(keras.callbacks.Callback):
     # -- epoch checkpoints -------------------------------------------------
     def on_epoch_end(self, epoch, logs=None):
         logs = dict(logs or {})
-        if not all(math.isfinite(float(v)) for v in logs.values()):
-            return  # diverged: keep the last good checkpoint untouched
-        self.history.append(
-            {"epoch": epoch, **{k: float(v) for k, v in logs.items()}}
-        )
-        os.makedirs(self.directory, exist_ok=True)
-        tmp = self.weights_path + ".tmp.weights.h5"
-        self.model.save_weights(tmp)
+        if not finite_logs(logs):
+            # diverged: keep the last good checkpoint untouched
+            self._diverge(epoch, "the epoch's logs")
+            return
+        if not finite_training_state(self.model):
+            self._diverge(epoch, "the weights or optimizer state at its end")
+            return
+        history = [
+            *self.history,
+            {"epoch": epoch, **{k: float(v) for k, v in logs.items()}},
+        ]
         state = {
             "epoch": epoch,
-            "history": self.history,
+            "history": history,
             "callbacks": {c.state_key: c.get_state() for c in self._stateful()},
             "stream": self.stream.get_state() if self.stream else None,
             "seed_generators": seed_generator_states(self.model),
         }
-        # Weights first, then the state that points at them: a kill between
-        # the two renames leaves the previous consistent pair or a newer
-        # weights file with the older state (re-running one epoch).
-        os.replace(tmp, self.weights_path)
-        atomic_write_text(self.state_path, json.dumps(state, indent=2))
+        # Both files are written in full to temporary names first, then
+        # renamed over the old pair (weights, then the state naming them):
+        # a failed write (read-only or full disk) leaves the previous
+        # checkpoint whole, and only a kill between the two renames can
+        # pair the new weights with the previous state (one epoch re-run).
+        tmp = self.weights_path + ".tmp.weights.h5"
+        state_tmp = self.state_path + ".tmp"
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            self.model.save_weights(tmp)
+            with open(state_tmp, "w") as f:
+                f.write(json.dumps(state, indent=2))
+            os.replace(tmp, self.weights_path)
+            os.replace(state_tmp, self.state_path)
+        except OSError as e:
+            _remove_quietly(tmp, state_tmp)
+            raise CheckpointWriteError(
+                f"Could not write the checkpoint of epoch {epoch + 1} to "
+                f"{self.directory}: {e}. The previous checkpoint is kept; "
+                "free space or fix the permissions and resume."
+            ) from e
+        self.history = history
+        self._unconfirmed = None
         self._remove_partials()
+
+    def _diverge(self, epoch, what):
+        if self.diverged is None:  # the first sign
+            self.diverged = (int(epoch), what)
+        self.model.stop_training = True
+
+    def newest(self):
+        """A description of the newest checkpoint on disk (``None`` if
+        there is none): what a resume starts from."""
+        partial = None
+        state = None
+        if self.exists():
+            with open(self.state_path) as f:
+                state = json.load(f)
+        partial = self._read_partial(state)
+        if partial is not None:
+            return (
+                f"{os.path.join(self.directory, partial['weights'])} (epoch "
+                f"{partial['epoch'] + 1} after {partial['batches_done']} "
+                "batches)"
+            )
+        if state is not None:
+            last = state["history"][-1] if state["history"] else {}
+            val = last.get("val_loss")
+            tail = f", val_loss {val:.4f}" if val is not None else ""
+            return (
+                f"{self.weights_path} (end of epoch {state['epoch'] + 1}{tail})"
+            )
+        return None
 
     def exists(self):
         return os.path.exists(self.state_path) and os.path.exists(
@@ -225,6 +328,13 @@ class TrainingCheckpoint(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         if self._pending_metrics is not None:
             self._merge_metric_totals()
+        if self._unconfirmed is not None:
+            # this batch's loss was computed with the weights of the last
+            # mid-epoch checkpoint: it confirms or discards them
+            good = finite_logs(logs)
+            self._confirm(good)
+            if not good:
+                self._diverge(self._epoch, f"the logs of batch {batch}")
         if not (self.every_steps or self.every_minutes):
             return
         self._since += 1
@@ -236,16 +346,57 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             return  # the epoch's own checkpoint follows the last batch
         self._since = 0
         self._clock = time.monotonic()
-        if all(math.isfinite(float(v)) for v in (logs or {}).values()):
-            self._save_partial(self.stream.start + batch + 1)
+        if not finite_logs(logs):
+            return
+        sync_model_state(self.model)
+        if not finite_training_state(self.model):
+            self._diverge(self._epoch, f"the weights after batch {batch}")
+            return
+        self._save_partial(self.stream.start + batch + 1)
+
+    def _confirm(self, good):
+        tag, previous = self._unconfirmed
+        self._unconfirmed = None
+        if good:
+            self._remove_partials(keep=tag)
+            return
+        # exploded weights: the previous checkpoint is the newest again
+        if previous is None:
+            _remove_quietly(self.partial_state_path)
+        else:
+            atomic_write_text(self.partial_state_path, previous)
+        self._remove_tag(tag)
+
+    def _remove_tag(self, tag):
+        """Removes the files of the mid-epoch checkpoint ``tag``."""
+        if os.path.isdir(self.directory):
+            for name in os.listdir(self.directory):
+                if f"{tag}." in name:
+                    _remove_quietly(os.path.join(self.directory, name))
 
     def _save_partial(self, batches_done):
-        sync_model_state(self.model)
-        os.makedirs(self.directory, exist_ok=True)
         self._counter += 1
         tag = f"partial-{self._counter}"
         weights = f"{tag}.weights.h5"
         arrays = f"{tag}.npz"
+        try:
+            self._write_partial(batches_done, tag, weights, arrays)
+        except OSError as e:
+            self._counter -= 1
+            self._remove_tag(tag)
+            _remove_quietly(self.partial_state_path + ".tmp")
+            raise CheckpointWriteError(
+                f"Could not write a mid-epoch checkpoint to "
+                f"{self.directory}: {e}. The previous checkpoint is kept; "
+                "free space or fix the permissions and resume."
+            ) from e
+
+    def _write_partial(self, batches_done, tag, weights, arrays):
+        os.makedirs(self.directory, exist_ok=True)
+        previous = None
+        if os.path.exists(self.partial_state_path):
+            with open(self.partial_state_path) as f:
+                previous = f.read()
         self.model.save_weights(os.path.join(self.directory, weights))
         np.savez(
             os.path.join(self.directory, arrays),
@@ -282,7 +433,9 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             },
         }
         atomic_write_text(self.partial_state_path, json.dumps(state, indent=2))
-        self._remove_partials(keep=tag)
+        # the previous checkpoint's files stay until the next batch
+        # confirms this one (:meth:`_confirm`)
+        self._unconfirmed = (tag, previous)
 
     def _remove_partials(self, keep=None):
         if not os.path.isdir(self.directory):

@@ -1,5 +1,7 @@
 """Run bookkeeping: metadata, learning curves, divergence guard."""
 
+import csv
+import io
 import json
 import math
 import os
@@ -123,6 +125,41 @@ def plot_learning_curve(history, path):
     fig.savefig(tmp)
     plt.close(fig)
     os.replace(tmp, path)
+
+
+class EpochLog(keras.callbacks.Callback):
+    """``log.csv``: one row per completed epoch, no non-finite row.
+
+    The file is rewritten atomically from the epoch history of the run's
+    :class:`~keras_rnnlm.callbacks.checkpoint.TrainingCheckpoint` when
+    training begins (a resumed run: the checkpoint's epochs, whatever a
+    kill or a divergence left in the file) and after every epoch (place it
+    after the checkpoint, which records only finite epochs that it saved).
+    Columns: ``epoch``, then the sorted log keys.
+    """
+
+    def __init__(self, path, checkpoint):
+        super().__init__()
+        self.path = path
+        self.checkpoint = checkpoint
+
+    def on_train_begin(self, logs=None):
+        write_epoch_log(self.path, self.checkpoint.history)
+
+    def on_epoch_end(self, epoch, logs=None):
+        write_epoch_log(self.path, self.checkpoint.history)
+
+
+def write_epoch_log(path, history):
+    """Writes ``history`` (a list of ``{"epoch": e, key: value}``) as CSV,
+    atomically."""
+    keys = sorted({k for row in history for k in row} - {"epoch"})
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(["epoch", *keys])
+    for row in history:
+        writer.writerow([row["epoch"], *(row.get(k, "") for k in keys)])
+    atomic_write_text(path, text.getvalue())
 
 
 class TrainingDivergedError(RuntimeError):

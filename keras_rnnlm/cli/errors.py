@@ -8,10 +8,12 @@ so the traceback is shown. Anything else is a bug and keeps its
 traceback.
 """
 
+import errno
 import json
 import os
 import sys
 
+from keras_rnnlm.callbacks import CheckpointWriteError
 from keras_rnnlm.callbacks import TrainingDivergedError
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.data.errors import DataError
@@ -22,6 +24,7 @@ USER_ERRORS = (
     DataError,
     NBestFormatError,
     TrainingDivergedError,
+    CheckpointWriteError,
     FileNotFoundError,
     FileExistsError,
     IsADirectoryError,
@@ -29,6 +32,12 @@ USER_ERRORS = (
     PermissionError,
     UnicodeDecodeError,
     json.JSONDecodeError,
+)
+
+
+# A full or read-only disk is the user's to fix, wherever it is hit.
+DISK_ERRNOS = frozenset(
+    e for e in ("ENOSPC", "EROFS", "EDQUOT") if hasattr(errno, e)
 )
 
 
@@ -51,6 +60,11 @@ def run_reporting_errors(command, func, debug=False):
             raise
         print(f"keras-rnnlm {command}: error: {_message(e)}", file=sys.stderr)
         return 2
+    except OSError as e:
+        if debug or errno.errorcode.get(e.errno) not in DISK_ERRNOS:
+            raise
+        print(f"keras-rnnlm {command}: error: {_message(e)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         if debug:
             raise
@@ -61,7 +75,12 @@ def run_reporting_errors(command, func, debug=False):
 def _message(e):
     if isinstance(e, KeyError) and e.args:
         return str(e.args[0])
-    if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError)):
+    if type(e) in (
+        OSError,
+        FileNotFoundError,
+        PermissionError,
+        IsADirectoryError,
+    ):
         if e.filename and e.strerror:
             return f"{e.strerror}: {e.filename}"
     return str(e) or type(e).__name__

@@ -10,6 +10,7 @@ import os
 import keras
 
 from keras_rnnlm.callbacks import BestCheckpoint
+from keras_rnnlm.callbacks import EpochLog
 from keras_rnnlm.callbacks import LearningCurve
 from keras_rnnlm.callbacks import NaNGuard
 from keras_rnnlm.callbacks import ResetStates
@@ -246,11 +247,11 @@ def train(config, callbacks=(), resume=True, init_weights=None):
         *([SequenceLengthLRScale(stream)] if d.variable_bptt else []),
         best,
         *([nt_asgd] if nt_asgd else []),
-        keras.callbacks.CSVLogger(os.path.join(out, LOG_FILE), append=True),
         *_tensorboard(config, out),
         *user,
         LearningCurve(out, checkpoint),
         checkpoint,
+        EpochLog(os.path.join(out, LOG_FILE), checkpoint),
         RunProgbar(config.train.epochs),
     ]
     if d.variable_bptt:
@@ -263,15 +264,35 @@ def train(config, callbacks=(), resume=True, init_weights=None):
             initial_epoch += 1
         if initial_epoch < t.epochs and not model.stop_training:
             _fit(model, stream, config, initial_epoch, t.epochs, cbs)
-    if nan_guard.diverged_at is not None:
-        epoch, batch, loss = nan_guard.diverged_at
+    if nan_guard.diverged_at is not None or checkpoint.diverged is not None:
         raise TrainingDivergedError(
-            f"Loss became {loss} at epoch {epoch + 1}, batch {batch}. The "
-            f"last good checkpoint is kept in {checkpoint.directory} and the "
-            f"best weights in {best.path}; lower train.learning_rate or "
-            "train.clipnorm and resume."
+            _divergence_message(nan_guard, checkpoint, best)
         )
     return evaluate_run(out, config=config, corpus=corpus)
+
+
+def _divergence_message(nan_guard, checkpoint, best):
+    if nan_guard.diverged_at is not None:
+        epoch, batch, loss = nan_guard.diverged_at
+        what = f"Loss became {loss} at epoch {epoch + 1}, batch {batch}."
+    else:
+        epoch, where = checkpoint.diverged
+        what = f"Non-finite values in {where} in epoch {epoch + 1}."
+    newest = checkpoint.newest()
+    if newest is None:
+        return (
+            f"{what} No checkpoint was written before it: start over with "
+            "a lower train.learning_rate (or a gentler train.lr_schedule, "
+            "or train.clipnorm) and --no-resume."
+        )
+    best_part = f" (best weights: {best.path})" if best.best is not None else ""
+    return (
+        f"{what} The newest checkpoint, whose weights and loss are finite, "
+        f"is {newest}{best_part}. Resume from it with a lower "
+        "train.learning_rate, a gentler train.lr_schedule or a smaller "
+        "train.clipnorm (--set ...; the train section may change on "
+        "resume)."
+    )
 
 
 # Where the data lives and how it is evaluated do not change the trained

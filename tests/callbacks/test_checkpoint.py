@@ -214,3 +214,219 @@ def test_changed_model_is_a_clear_error(tiny_config, tmp_path):
 def test_mid_epoch_checkpoints_need_the_stream(tmp_path):
     with pytest.raises(ValueError, match="stream"):
         TrainingCheckpoint(str(tmp_path), every_minutes=5)
+
+
+# -- issue #24: only good states are kept --------------------------------
+
+
+def _max_abs_checkpoint_weight(cfg, name):
+    _, model = prepare_run(cfg)
+    model.optimizer.build(model.trainable_variables)
+    model.load_weights(os.path.join(cfg.train.out_dir, "checkpoint", name))
+    return max(float(np.abs(w).max()) for w in model.get_weights())
+
+
+def _assert_one_finite_row_per_epoch(out, epochs):
+    rows = _log(out)
+    assert [int(r["epoch"]) for r in rows] == list(range(epochs))
+    for r in rows:
+        assert all(np.isfinite(float(v)) for v in r.values()), r
+
+
+def test_divergence_names_a_really_good_checkpoint_and_resume_works(
+    tiny_config, tmp_path
+):
+    """The issue's setup: no dropout, a checkpoint after every batch and a
+    learning rate multiplied by 1e36 from the second epoch. The first
+    update of epoch 2 explodes the weights (finite, ~1e35); the loss
+    stays finite (huge) for a while, so that batch's mid-epoch checkpoint
+    used to be kept and called the last good one, and resuming from it
+    diverged again. Now it is discarded (the next batch's logs, computed
+    with its weights, are not finite), the error names the end-of-epoch-1
+    checkpoint, and resuming from it with a sane schedule works."""
+    from keras_rnnlm.callbacks import TrainingDivergedError
+
+    cfg = apply_overrides(
+        tiny_config,
+        [
+            "train.epochs=2",
+            "data.max_train_tokens=1024",  # 32 batches an epoch
+            "train.optimizer=sgd",
+            "train.learning_rate=1.0",
+            "train.checkpoint_every_steps=1",
+            'train.lr_schedule={"name": "zaremba", "decay": 1e36, '
+            '"start_epoch": 1}',
+        ],
+    )
+    out = cfg.train.out_dir
+    with pytest.raises(TrainingDivergedError) as e:
+        train(cfg)
+    message = str(e.value)
+    last = os.path.join(out, "checkpoint", "last.weights.h5")
+    assert f"is {last} (end of epoch 1, val_loss" in message
+    ckpt = os.listdir(os.path.join(out, "checkpoint"))
+    assert not [n for n in ckpt if "partial" in n], ckpt
+    assert _max_abs_checkpoint_weight(cfg, "last.weights.h5") < 100
+    _assert_one_finite_row_per_epoch(out, 1)  # no inf row for epoch 2
+    # the advice: resume with a sane learning-rate schedule
+    sane = apply_overrides(cfg, ['train.lr_schedule={"name": "constant"}'])
+    results = train(sane)
+    assert np.isfinite(results["test"]["ppl"])
+    _assert_one_finite_row_per_epoch(out, 2)
+    assert _max_abs_checkpoint_weight(cfg, "last.weights.h5") < 100
+
+
+def test_log_csv_is_rewritten_from_the_checkpoint_on_resume(
+    tiny_config, tmp_path
+):
+    """A kill between the log.csv write and state.json left the epoch's
+    row twice; a diverged epoch left an inf row that the resumed run
+    appended to. On resume, log.csv is the checkpoint's history."""
+    cfg = apply_overrides(tiny_config, ["train.epochs=1"])
+    out = cfg.train.out_dir
+    train(cfg)
+    path = os.path.join(out, "log.csv")
+    with open(path) as f:
+        lines = f.read().splitlines()
+    header, row = lines
+    inf_row = ",".join(["1"] + ["inf"] * (len(header.split(",")) - 1))
+    with open(path, "a") as f:
+        f.write(f"{row}\n{inf_row}\n")  # what a kill/divergence left
+    train(apply_overrides(cfg, ["train.epochs=2"]))
+    _assert_one_finite_row_per_epoch(out, 2)
+    with open(path) as f:
+        assert f.read().splitlines()[:2] == [header, row]
+
+
+class _FailingWrites:
+    """Makes ``save_weights`` into the checkpoint directory fail like a
+    full disk, after writing half a file, from its ``n``-th call on."""
+
+    def __init__(self, monkeypatch, n):
+        import errno
+
+        original = keras.Model.save_weights
+        self.calls = 0
+
+        def save_weights(model, filepath, *args, **kwargs):
+            if f"{os.sep}checkpoint{os.sep}" in str(filepath):
+                self.calls += 1
+                if self.calls >= n:
+                    with open(filepath, "wb") as f:
+                        f.write(b"\x89HDF\r\n half a file")
+                    raise OSError(errno.ENOSPC, "No space left on device")
+            return original(model, filepath, *args, **kwargs)
+
+        monkeypatch.setattr(keras.Model, "save_weights", save_weights)
+
+
+def _no_temporary_files(out):
+    names = os.listdir(os.path.join(out, "checkpoint"))
+    assert not [n for n in names if "tmp" in n], names
+
+
+def test_a_failed_epoch_checkpoint_write_keeps_the_previous_one(
+    tiny_config, tmp_path, monkeypatch
+):
+    from keras_rnnlm.callbacks import CheckpointWriteError
+
+    cfg = apply_overrides(
+        tiny_config,
+        ["train.checkpoint_every_minutes=null", "data.max_train_tokens=1024"],
+    )
+    out = cfg.train.out_dir
+    _FailingWrites(monkeypatch, n=2)  # the checkpoint of epoch 2 fails
+    with pytest.raises(CheckpointWriteError, match="No space left on device"):
+        train(cfg)
+    _no_temporary_files(out)
+    state = json.load(open(os.path.join(out, "checkpoint", "state.json")))
+    assert state["epoch"] == 0
+    monkeypatch.undo()
+    epochs = []
+
+    class Epochs(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            epochs.append(epoch)
+
+    train(cfg, callbacks=[Epochs()])  # resumes from the whole checkpoint
+    assert epochs == [1]
+    _assert_one_finite_row_per_epoch(out, 2)
+
+
+def test_a_failed_mid_epoch_write_keeps_the_previous_one(
+    tiny_config, tmp_path, monkeypatch
+):
+    from keras_rnnlm.callbacks import CheckpointWriteError
+
+    cfg = apply_overrides(
+        tiny_config, ["train.epochs=1", "train.checkpoint_every_steps=10"]
+    )
+    out = cfg.train.out_dir
+    _FailingWrites(monkeypatch, n=3)  # partial-3 fails
+    with pytest.raises(CheckpointWriteError, match="mid-epoch"):
+        train(cfg)
+    _no_temporary_files(out)
+    ckpt = os.path.join(out, "checkpoint")
+    partial = json.load(open(os.path.join(ckpt, "partial.json")))
+    assert partial["batches_done"] == 20
+    assert not [n for n in os.listdir(ckpt) if "partial-3" in n]
+    monkeypatch.undo()
+    train(cfg)
+    _assert_one_finite_row_per_epoch(out, 1)
+
+
+@pytest.mark.skipif(
+    hasattr(os, "geteuid") and os.geteuid() == 0,
+    reason="root writes into read-only directories",
+)
+def test_a_read_only_run_directory_is_a_clear_error(tiny_config, tmp_path):
+    from keras_rnnlm.callbacks import CheckpointWriteError
+
+    cfg = apply_overrides(tiny_config, ["train.epochs=1"])
+    out = cfg.train.out_dir
+    train(cfg)
+    ckpt = os.path.join(out, "checkpoint")
+    os.chmod(ckpt, 0o555)
+    try:
+        with pytest.raises(CheckpointWriteError, match="previous checkpoint"):
+            train(apply_overrides(cfg, ["train.epochs=2"]))
+        state = json.load(open(os.path.join(ckpt, "state.json")))
+        assert state["epoch"] == 0
+    finally:
+        os.chmod(ckpt, 0o755)
+
+
+@pytest.mark.slow
+def test_random_kill_step_then_resume_equals_uninterrupted(
+    tiny_config, tmp_path
+):
+    """Property test (few examples): a kill at a random batch of a random
+    epoch, with mid-epoch checkpoints every random number of batches,
+    then a resume, ends where the uninterrupted run does."""
+    from hypothesis import given
+    from hypothesis import settings
+    from hypothesis import strategies as st
+
+    base = apply_overrides(tiny_config, ["model.dropout=0.3"])
+    straight = apply_overrides(base, [f"train.out_dir={tmp_path / 'straight'}"])
+    train(straight)
+    runs = iter(range(1000))
+
+    @settings(max_examples=3, deadline=None)
+    @given(
+        epoch=st.integers(0, 1),
+        batch=st.integers(1, 60),
+        every=st.integers(1, 25),
+    )
+    def check(epoch, batch, every):
+        out = tmp_path / f"killed{next(runs)}"
+        killed = apply_overrides(
+            base,
+            [f"train.out_dir={out}", f"train.checkpoint_every_steps={every}"],
+        )
+        with pytest.raises(_Killed):
+            train(killed, callbacks=[_Kill(epoch, batch)])
+        train(killed)
+        _assert_same_run(straight, killed, ["loss", "ppl", "val_loss"])
+
+    check()

@@ -1,11 +1,13 @@
 """The one error policy: a user error prints one line and exits 2, from
 ``keras-rnnlm`` and from recipe scripts alike; ``--debug`` re-raises."""
 
+import errno
 import os
 
 import pytest
 from user_process import run_as_user
 
+from keras_rnnlm.callbacks import CheckpointWriteError
 from keras_rnnlm.cli.errors import run_reporting_errors
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.data.errors import ChecksumMismatchError
@@ -50,6 +52,10 @@ def test_missing_corpus_through_a_recipe_script_is_one_line(tmp_path):
         ChecksumMismatchError("ptb.train.txt: sha256 mismatch"),
         OOVError("'zzz' is not in the vocabulary"),
         FileNotFoundError(2, "No such file or directory", "x.txt"),
+        # issue #24: a full or read-only output directory
+        CheckpointWriteError("Could not write the checkpoint: disk full"),
+        OSError(errno.ENOSPC, "No space left on device", "run/log.csv"),
+        OSError(errno.EROFS, "Read-only file system", "run/config.json"),
     ],
 )
 def test_user_errors_print_one_line(error, capsys):
@@ -111,3 +117,11 @@ def test_score_no_bos_on_an_export_is_a_usage_error(monkeypatch):
     )
     with pytest.raises(UsageError, match="--no-bos"):
         scoring_cli._score(Args())
+
+
+def test_other_os_errors_keep_their_traceback():
+    def fail():
+        raise OSError(errno.EIO, "Input/output error")
+
+    with pytest.raises(OSError):
+        run_reporting_errors("train", fail)
