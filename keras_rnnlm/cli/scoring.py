@@ -1,4 +1,4 @@
-"""``keras-rnnlm score | rescore | export``.
+r"""``keras-rnnlm score | rescore | export``.
 
 keras-rnnlm score MODEL [FILE] [--json] [--no-bos] [--no-eos]
     [--document [--cache ptb|window=W,theta=T,lambda=L]]
@@ -10,10 +10,18 @@ MODEL is a run directory (``config.json``, ``vocab.json``,
 ``best.weights.h5``) or an exported SavedModel directory; FILE ``-`` or
 absent reads stdin. Lines are read as bytes and decoded as UTF-8 with
 invalid bytes replaced (they become OOV tokens).
+
+``score`` writes one TSV line per input line, ``LOG10_PROB <TAB> TOKENS
+<TAB> OOV <TAB> PERPLEXITY <TAB> LINE``, then a summary line; ``LINE`` is
+escaped (:func:`escape_tsv_field`: a backslash, tab, CR, LF and NUL as
+``\\``, ``\t``, ``\r``, ``\n``, ``\0``, other control characters as
+``\xHH`` / ``\uHHHH``), so every output line has exactly five fields.
+``--json`` writes JSON lines instead (the format for programs).
 """
 
 import json
 import math
+import re
 import sys
 
 from keras_rnnlm.cli.errors import UsageError
@@ -26,6 +34,26 @@ from keras_rnnlm.export.saved_model import MAX_TOKENS
 from keras_rnnlm.scoring import nbest
 from keras_rnnlm.scoring.loading import SavedModelScorer
 from keras_rnnlm.scoring.loading import load_scorer
+
+_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\r": "\\r", "\n": "\\n", "\0": "\\0"}
+
+
+def _escape_char(c):
+    if c in _ESCAPES:
+        return _ESCAPES[c]
+    code = ord(c)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+_NEEDS_ESCAPE = re.compile("[\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def escape_tsv_field(text):
+    r"""``text`` as one TSV field: backslash, tab, CR, LF and NUL become
+    ``\\``, ``\t``, ``\r``, ``\n``, ``\0``; the other C0/C1 control
+    characters, DEL, U+2028/U+2029 and lone surrogates ``\xHH`` or
+    ``\uHHHH``. Everything else is kept."""
+    return _NEEDS_ESCAPE.sub(lambda m: _escape_char(m.group()), text)
 
 
 def _open_lines(path):
@@ -78,7 +106,7 @@ def _score(args):
             p = "nan" if ppl is None else f"{ppl:.4f}"
             out.write(
                 f"{r.log10_prob:.6f}\t{r.num_tokens}\t{r.num_oov}\t{p}\t"
-                f"{line}\n"
+                f"{escape_tsv_field(line)}\n"
             )
     summary = {
         "sentences": len(lines),
@@ -151,7 +179,11 @@ def add_scoring_commands(sub):
     s = sub.add_parser("score", help="log10 probability of each line")
     s.add_argument("model", help="run directory or exported SavedModel")
     s.add_argument("file", nargs="?", default="-", help="text file (- stdin)")
-    s.add_argument("--json", action="store_true", help="JSON lines output")
+    s.add_argument(
+        "--json",
+        action="store_true",
+        help="JSON lines output (default: TSV with the line escaped)",
+    )
     s.add_argument("--no-bos", action="store_true", help="see Scorer docs")
     s.add_argument("--no-eos", action="store_true", help="no </s> term")
     s.add_argument("--weights", help="weights file of a run directory")

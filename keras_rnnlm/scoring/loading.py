@@ -9,6 +9,7 @@ from keras_rnnlm.scoring.scorer import LN10
 from keras_rnnlm.scoring.scorer import Scorer
 from keras_rnnlm.scoring.scorer import SentenceScore
 from keras_rnnlm.scoring.scorer import pooled_perplexity
+from keras_rnnlm.scoring.tokenization import sentence_texts
 
 
 def load_scorer(path, weights=None, **kwargs):
@@ -81,13 +82,15 @@ class SavedModelScorer:
 
     def score_sentences(self, sentences, bos=True, eos=True):
         self._check(bos, eos)
-        if isinstance(sentences, (str, bytes)):
-            raise TypeError("score_sentences takes a list of sentences")
+        # the input contract of every scoring path: the graph gets the
+        # text the Python scorer tokenises (valid UTF-8, U+FFFD for
+        # invalid bytes and lone surrogates)
+        texts = sentence_texts(sentences)
         out = []
-        for start in range(0, len(sentences), self.batch_size):
+        for start in range(0, len(texts), self.batch_size):
             chunk = [
-                s if isinstance(s, bytes) else s.encode("utf-8")
-                for s in sentences[start : start + self.batch_size]
+                t.encode("utf-8")
+                for t in texts[start : start + self.batch_size]
             ]
             out.extend(self._call(chunk))
         return out

@@ -46,6 +46,7 @@ from keras_rnnlm.runs import load_run
 from keras_rnnlm.scoring.inference_model import InferenceModel
 from keras_rnnlm.scoring.inference_model import build_inference_model
 from keras_rnnlm.scoring.tokenization import Tokenization
+from keras_rnnlm.scoring.tokenization import sentence_texts
 from keras_rnnlm.scoring.tokenization import tokenization_for_run
 
 LN10 = math.log(10.0)
@@ -266,11 +267,11 @@ class Scorer:
 
     # -------------------------------------------------------- sentences
     def score_sentences(self, sentences, bos=True, eos=True):
-        """:class:`SentenceScore` of each sentence (batched)."""
-        if isinstance(sentences, (str, bytes)):
-            raise TypeError("score_sentences takes a list of sentences")
+        """:class:`SentenceScore` of each sentence (batched); the input
+        contract is :func:`~keras_rnnlm.scoring.tokenization.sentence_text`
+        (``TypeError`` for a non-text item or a single string)."""
         items = []
-        for s in sentences:
+        for s in sentence_texts(sentences):
             tokens, ids, oov = self.encode(s)
             if eos:
                 tokens = [*tokens, self.vocab.eos_token]

@@ -12,9 +12,21 @@ Two modes, matching how the corpora are read at training time
   run of whitespace becomes one ``space_token``, so plain text
   ``"no it was"`` is scored as ``n o _ i t _ w a s``.
 
-Input bytes are decoded as UTF-8 with invalid sequences replaced by U+FFFD
-(which is then an out-of-vocabulary token), in Python and in the exported
-graph alike.
+**One input contract** for every scoring path (:class:`Scorer`,
+:class:`SavedModelScorer`, ``keras-rnnlm score``), :func:`sentence_text`:
+
+* a sentence is a ``str`` or ``bytes``; anything else (``None``, a
+  number, a list) is a ``TypeError`` naming its type; a single string
+  where a list of sentences is expected is a ``TypeError`` too;
+* bytes are decoded as UTF-8 with invalid sequences replaced by U+FFFD,
+  and a lone surrogate in a ``str`` (not encodable as UTF-8) is replaced
+  by U+FFFD: either is then an out-of-vocabulary token, never an error.
+  This is done in Python before the text reaches a model or an exported
+  graph, so every path sees the same characters;
+* NUL and other control characters are ordinary characters (inside a
+  token: an out-of-vocabulary one) except those that Python's
+  ``str.split()`` treats as whitespace (tab, CR, U+001C..U+001F, ...),
+  which separate tokens; trailing newlines are dropped.
 """
 
 import dataclasses
@@ -43,13 +55,7 @@ class Tokenization:
 
     def __call__(self, text):
         """Splits ``text`` (str or bytes) into a list of token strings."""
-        if isinstance(text, (bytes, bytearray)):
-            text = bytes(text).decode("utf-8", errors="replace")
-        if not isinstance(text, str):
-            raise TypeError(
-                f"Expected a str or bytes sentence, got {type(text).__name__}"
-            )
-        text = text.rstrip("\n")
+        text = sentence_text(text).rstrip("\n")
         if self.mode == "whitespace":
             return text.split()
         if self.space_token is not None:
@@ -63,6 +69,44 @@ class Tokenization:
     @classmethod
     def from_dict(cls, d):
         return cls(**d)
+
+
+def sentence_text(sentence):
+    """A sentence as the text every scoring path scores (see the module
+    docstring): ``str`` or UTF-8 ``bytes``, invalid bytes and lone
+    surrogates replaced by U+FFFD; ``TypeError`` for anything else."""
+    if isinstance(sentence, (bytes, bytearray)):
+        return bytes(sentence).decode("utf-8", errors="replace")
+    if not isinstance(sentence, str):
+        raise TypeError(
+            f"Expected a str or bytes sentence, got {type(sentence).__name__}"
+        )
+    try:
+        sentence.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", sentence)
+    return sentence
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def sentence_texts(sentences):
+    """:func:`sentence_text` of each of a list (any iterable) of
+    sentences; a single ``str``/``bytes`` or a non-iterable is a
+    ``TypeError``."""
+    if isinstance(sentences, (str, bytes, bytearray)):
+        raise TypeError(
+            "Expected a list of sentences, got a single "
+            f"{type(sentences).__name__}"
+        )
+    try:
+        items = list(sentences)
+    except TypeError:
+        raise TypeError(
+            f"Expected a list of sentences, got {type(sentences).__name__}"
+        ) from None
+    return [sentence_text(s) for s in items]
 
 
 def tokenization_for_run(config, vocab):
