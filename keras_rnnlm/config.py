@@ -42,6 +42,11 @@ class DataConfig:
         bptt_multiple: variable BPTT: round drawn lengths to the nearest
             multiple of this (1: exact lengths), which bounds the number
             of distinct traced/compiled shapes.
+        state_reset: ``epoch`` (the recurrent state is carried along the
+            stream and reset at each epoch start: discourse-level
+            training) or ``sentence`` (also reset at every sentence start,
+            in training and evaluation: sentence-level training; see
+            :mod:`keras_rnnlm.data.sentences` for what a sentence is).
     """
 
     corpus: str = "ptb"
@@ -57,6 +62,7 @@ class DataConfig:
     max_train_tokens: int | None = None
     bptt_max_delta: int | None = None
     bptt_multiple: int = 1
+    state_reset: str = "epoch"
 
     def __post_init__(self):
         _check_fields(self)
@@ -387,6 +393,7 @@ FIELD_CHECKS = {
         "max_train_tokens": _optional(_Int(lo=2)),
         "bptt_max_delta": _optional(_Int(lo=0)),
         "bptt_multiple": _SIZE,
+        "state_reset": _Str(("epoch", "sentence")),
     },
     "model": {
         "embedding_dim": _SIZE,

@@ -12,6 +12,7 @@ each of the ``batch_size`` streams is context only, and fewer than
 
 import math
 
+from keras_rnnlm.data.sentences import SentenceResetSequence
 from keras_rnnlm.data.streams import LMSequence
 from keras_rnnlm.layers.recurrence import set_forward_only
 from keras_rnnlm.metrics import TokenCrossEntropy
@@ -40,6 +41,10 @@ class Evaluator:
         recurrent_output_hook: passed to
             :func:`~keras_rnnlm.models.builder.build_language_model` for
             the evaluation model only (e.g. feature masking).
+        sentence_starts: sentence-level evaluation: ``starts(ids)``, a
+            boolean array marking the sentence starts of a split (see
+            :mod:`keras_rnnlm.data.sentences`); the recurrent state is
+            reset there (``None``: carried along the whole split).
     """
 
     def __init__(
@@ -51,8 +56,10 @@ class Evaluator:
         char_level=False,
         jit_compile="auto",
         recurrent_output_hook=None,
+        sentence_starts=None,
     ):
         self.model_config = model_config
+        self.sentence_starts = sentence_starts
         self.vocab_size = vocab_size
         self.batch_size = batch_size
         self.bptt = bptt
@@ -63,6 +70,7 @@ class Evaluator:
             batch_size,
             name="rnnlm_eval",
             recurrent_output_hook=recurrent_output_hook,
+            reset_input=sentence_starts is not None,
         )
         # Never differentiated: the fused loops save nothing for a
         # backward pass.
@@ -97,7 +105,18 @@ class Evaluator:
         """
         if weights_from is not None:
             copy_weights(weights_from, self.model)
-        stream = LMSequence(ids, self.batch_size, self.bptt, pad_to=self.bptt)
+        if self.sentence_starts is None:
+            stream = LMSequence(
+                ids, self.batch_size, self.bptt, pad_to=self.bptt
+            )
+        else:
+            stream = SentenceResetSequence(
+                ids,
+                self.batch_size,
+                self.bptt,
+                self.sentence_starts(ids),
+                pad_to=self.bptt,
+            )
         reset_states(self.model)
         logs = self.model.evaluate(stream, verbose=verbose, return_dict=True)
         reset_states(self.model)

@@ -15,6 +15,7 @@ ensembles, analyses, scoring, tuning) goes through this module, so none of
 them depends on the trainer.
 """
 
+import functools
 import json
 import os
 
@@ -22,6 +23,8 @@ from keras_rnnlm.config import ConfigError
 from keras_rnnlm.config import load_config
 from keras_rnnlm.data import Vocabulary
 from keras_rnnlm.data import load_corpus
+from keras_rnnlm.data.sentences import sentence_rule
+from keras_rnnlm.data.sentences import sentence_starts
 from keras_rnnlm.evaluator import Evaluator
 from keras_rnnlm.models import build_language_model
 
@@ -92,7 +95,11 @@ def load_run_corpus(config, vocab=None):
 
 def make_evaluator(config, corpus, batch_size, bptt=None, **kwargs):
     """The run's Evaluator for one batch size (and window); ``kwargs``
-    go to :class:`~keras_rnnlm.evaluation.Evaluator`."""
+    go to :class:`~keras_rnnlm.evaluation.Evaluator`. With
+    ``data.state_reset = "sentence"`` it resets the state at every
+    sentence start (:func:`sentence_starts_of`)."""
+    if config.data.state_reset == "sentence":
+        kwargs.setdefault("sentence_starts", sentence_starts_of(corpus))
     return Evaluator(
         config.model,
         len(corpus.vocab),
@@ -102,6 +109,14 @@ def make_evaluator(config, corpus, batch_size, bptt=None, **kwargs):
         jit_compile=config.train.jit_compile,
         **kwargs,
     )
+
+
+def sentence_starts_of(corpus):
+    """``starts(ids)``: where a sentence of ``corpus`` starts
+    (:func:`~keras_rnnlm.data.sentences.sentence_starts` with the
+    corpus's vocabulary and rule)."""
+    rule = sentence_rule(corpus.name)
+    return functools.partial(sentence_starts, vocab=corpus.vocab, rule=rule)
 
 
 def evaluate_run(

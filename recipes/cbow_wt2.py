@@ -5,7 +5,7 @@ d_t, the weighted mean of the CBOW embeddings of the 101 most recent
 words, concatenated to the word embedding before the LSTM.
 
     python recipes/cbow_wt2.py --size small|large \\
-        --weighting none|uniform|positional|idf --level discourse
+        --weighting none|uniform|positional|idf --level discourse|sentence
     keras-rnnlm train recipes/cbow_wt2.py --preset small-uniform-discourse
 
 Paper, Table 2 (test perplexity, random embedding init, averaged over 3
@@ -20,9 +20,9 @@ runs; discourse-level / sentence-level):
 Settings (Section 3.1) and our readings where the paper is silent (loss
 scale, decay start, CBOW table size): :mod:`keras_rnnlm.presets.cbow_lstm`.
 The IDF weights are computed with gensim over the training split's
-articles (:mod:`keras_rnnlm.data.documents`). Sentence-level training
-(``--level sentence``, the LSTM state reset at every sentence while the
-CBOW window runs on) is not available yet.
+articles (:mod:`keras_rnnlm.data.documents`). ``--level sentence``
+resets the LSTM state at every sentence start (training and evaluation)
+while the CBOW window runs on (:mod:`keras_rnnlm.data.sentences`).
 """
 
 from keras_rnnlm.cli import recipe_main

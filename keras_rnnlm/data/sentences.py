@@ -21,8 +21,14 @@ id stream (every line ends with ``<eos>``, see
 :class:`SentenceResetSequence` serves the mask with the windows of
 :class:`~keras_rnnlm.data.streams.LMSequence`: ``x = {"tokens": ...,
 "reset": ...}`` with ``reset[b, t] = 1.0`` where the input token
-``x[b, t]`` starts a sentence (the token before it in its stream ended
-one), so that a model zeroes its recurrent state before reading it.
+``x[b, t]`` ends a sentence, so that a model zeroes its recurrent state
+before reading it. That token is the first *input* of the next sentence:
+the sentence ``w_1 .. w_n`` (ended by ``</s>``) is read as ``</s>' w_1 ..
+w_n`` with ``</s>'`` the end of the previous one, from the zero state,
+and its targets are ``w_1 .. w_n </s>``: exactly how the
+:class:`~keras_rnnlm.scoring.Scorer` scores a sentence alone (``<eos>``
+as its beginning-of-sentence context). So a sentence's scores inside the
+stream equal its scores alone, and no target is lost.
 """
 
 import numpy as np
@@ -61,13 +67,10 @@ def sentence_ends(ids, vocab, rule="line"):
 
 
 def sentence_starts(ids, vocab, rule="line"):
-    """Boolean array: ``True`` where a token starts a sentence that
-    begins inside the stream (the first token of the stream: ``False``,
-    the state is reset there anyway)."""
-    ends = sentence_ends(ids, vocab, rule)
-    starts = np.zeros_like(ends)
-    starts[1:] = ends[:-1]
-    return starts
+    """Boolean array: ``True`` where the input sequence of a sentence
+    starts, i.e. at the token that ended the previous sentence (its
+    beginning-of-sentence context, see the module docstring)."""
+    return sentence_ends(ids, vocab, rule)
 
 
 class SentenceResetSequence(LMSequence):

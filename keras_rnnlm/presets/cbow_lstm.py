@@ -24,7 +24,13 @@ Our readings, where the paper is silent:
 * **CBOW table size.** Not given; the CBOW embeddings have the size of
   the LSTM's word embeddings (100 / 280).
 * **Level.** ``discourse``: the state is carried along the stream and
-  reset at each epoch start (the package's default).
+  reset at each epoch start (the package's default); ``sentence``: the
+  LSTM state is also reset at every sentence start, in training and
+  evaluation (``data.state_reset = "sentence"``; a WikiText sentence
+  ends at ``.``, ``!``, ``?`` or a line end,
+  :mod:`keras_rnnlm.data.sentences`), while the CBOW window runs on
+  across sentences (the module's purpose: "sentence-level training,
+  where the hidden states are reset to zero after each sentence").
 """
 
 from keras_rnnlm.presets.merge import merge
@@ -33,7 +39,9 @@ from keras_rnnlm.presets.merge import merge
 SIZES = {"small": (100, 200), "large": (280, 560)}
 #: ``none``: the vanilla model; the others: ``model.context.weighting``.
 WEIGHTINGS = ("none", "uniform", "positional", "idf")
-LEVELS = ("discourse",)
+#: ``discourse``: the state carried along the stream; ``sentence``: the
+#: LSTM state also reset at every sentence (``data.state_reset``).
+LEVELS = ("discourse", "sentence")
 BPTT = 35
 
 COMMON = {
@@ -83,6 +91,9 @@ def cbow_preset(size, weighting, level="discourse"):
                 "embedding_dim": emb,
                 "hidden_sizes": [hidden],
                 "context": context,
+            },
+            "data": {
+                "state_reset": "epoch" if level == "discourse" else "sentence"
             },
             "train": {"out_dir": f"runs/{name}"},
         },

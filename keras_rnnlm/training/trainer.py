@@ -27,6 +27,7 @@ from keras_rnnlm.callbacks.regularization import RegularizerLogger
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.config import load_config
 from keras_rnnlm.data.documents import corpus_idf
+from keras_rnnlm.data.sentences import SentenceResetSequence
 from keras_rnnlm.data.streams import LMSequence
 from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
@@ -45,6 +46,7 @@ from keras_rnnlm.runs import atomic_write_text
 from keras_rnnlm.runs import evaluate_run
 from keras_rnnlm.runs import load_run_corpus
 from keras_rnnlm.runs import make_evaluator
+from keras_rnnlm.runs import sentence_starts_of
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -129,6 +131,7 @@ def build_training_model(config, corpus):
         config.data.batch_size,
         seed=config.train.seed,
         targets_input=True,
+        reset_input=config.data.state_reset == "sentence",
     )
     set_sampler_counts(model, corpus.train)
     if idf_layers(model):
@@ -149,10 +152,15 @@ def make_train_stream(config, corpus):
     sampled = bool(config.model.sampled_softmax)
     if d.variable_bptt and d.bptt_max_delta is not None:
         max_len = d.bptt + d.bptt_max_delta
-    return LMSequence(
+    cls, extra = LMSequence, {}
+    if d.state_reset == "sentence":  # a reset mask with the windows
+        cls = SentenceResetSequence
+        extra = {"starts": sentence_starts_of(corpus)(corpus.train)}
+    return cls(
         corpus.train,
         d.batch_size,
         d.bptt,
+        **extra,
         variable=d.variable_bptt,
         seed=config.train.seed,
         pad_to=None if d.variable_bptt else d.bptt,
