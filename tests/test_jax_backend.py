@@ -11,7 +11,8 @@ sampled-softmax training run, the Major-Minor LSTM's fused branches, and
 the callbacks that read or write variables inside ``fit`` (the JAX
 trainer keeps the state outside the variables during an epoch), among
 them a run killed and resumed in the middle of an epoch; the CBOW
-context layer against its NumPy reference and a CBOW training run.
+context layer against its NumPy reference and a CBOW training run, and
+sentence-level state reset (layers, exact evaluation, a run).
 """
 
 import os
@@ -38,6 +39,8 @@ SELECTION = {
     "callbacks/test_checkpoint.py": "resume_equals_uninterrupted",
     "layers/test_cbow_context.py": "test_cbow_context",
     "training/test_cbow_training.py": "test_cbow_training",
+    "layers/test_sentence_reset.py": "test_sentence_reset",
+    "training/test_sentence_level.py": "test_sentence_level",
 }
 
 
