@@ -1,0 +1,62 @@
+"""Property test of the Evaluator (issue #24): random corpora, batch sizes
+and windows keep the metrics exact (fixed cases: tests/test_metrics.py)."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import assume
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+from keras import ops
+
+from keras_rnnlm.config import ModelConfig
+from keras_rnnlm.evaluator import Evaluator
+from keras_rnnlm.models import build_language_model
+from keras_rnnlm.models import copy_weights
+
+VOCAB = 17
+CONFIG = ModelConfig(embedding_dim=6, hidden_sizes=[6, 5], init_range=0.5)
+_reference = {}
+
+
+def _reference_model():
+    """One stateless model: the reference weights and forward pass."""
+    if "model" not in _reference:
+        _reference["model"] = build_language_model(
+            CONFIG, VOCAB, None, stateful=False, seed=3
+        )
+    return _reference["model"]
+
+
+def _log_softmax(z):
+    z = z - z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+@pytest.mark.slow
+@settings(max_examples=8, deadline=None)
+@given(
+    n=st.integers(4, 160),
+    batch=st.integers(1, 6),
+    bptt=st.integers(1, 48),
+    seed=st.integers(0, 2**16),
+)
+def test_random_corpora_batches_and_windows_are_exact(n, batch, bptt, seed):
+    """The streamed, windowed, batched evaluation equals one stateless
+    pass over each of the ``batch`` streams (float64 reference), and
+    counts exactly the predicted tokens."""
+    assume(n // batch >= 2)
+    ids = np.random.default_rng(seed).integers(0, VOCAB, n).astype("int32")
+    reference = _reference_model()
+    ev = Evaluator(CONFIG, VOCAB, batch, bptt)
+    copy_weights(reference, ev.model)
+    r = ev.evaluate(ids)
+    streams = ids[: (n // batch) * batch].reshape(batch, -1)
+    logits = ops.convert_to_numpy(reference(streams[:, :-1]))
+    lp = _log_softmax(logits.astype("float64"))
+    tok = -np.take_along_axis(lp, streams[:, 1:, None], -1)[..., 0]
+    assert r["tokens"] == tok.size == batch * (n // batch - 1)
+    assert math.isclose(r["nll"], tok.mean(), rel_tol=1e-5)
+    assert math.isclose(r["ppl"], math.exp(tok.mean()), rel_tol=1e-5)
