@@ -4,7 +4,9 @@ With batching (TF Serving's ``--enable_batching``), concurrent requests to
 the same signature of the same version are queued and merged into one call
 of up to ``max_batch_size`` rows, waiting at most ``batch_timeout_s`` for
 more; at most ``max_enqueued`` requests wait (more are refused with
-UNAVAILABLE). Each request gets back exactly its rows, and outputs padded
+UNAVAILABLE). Requests are merged when padding them together is
+harmless (see :func:`_padding_key`). Each request gets back exactly its
+rows, and outputs padded
 in time (``token_logprobs``, ``tokens``...) are cut to the width the
 request alone would have got, so a merged call answers as the request's
 own call would. A merged call that fails (one request's bad ids, the
@@ -90,7 +92,17 @@ class _Task:
         self.signature = signature
         self.inputs = inputs
         self.future = concurrent.futures.Future()
-        self.key = id(signature)
+        self.key = (id(signature), _padding_key(signature, inputs))
+
+
+def _padding_key(signature, inputs):
+    """What requests must share to be merged: nothing more when padding
+    is harmless (vectors, or rows with their ``lengths``); else the shapes
+    after the batch dimension (``step``: padding its ``token_ids`` would
+    run the recurrence past a row's end and change its final state)."""
+    if "lengths" in signature.inputs:
+        return None
+    return tuple(tuple(v.shape[1:]) for _, v in sorted(inputs.items()))
 
 
 class Engine:

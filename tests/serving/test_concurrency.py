@@ -68,6 +68,27 @@ def test_concurrent_equals_single_threaded(server):
         )
 
 
+def test_concurrent_steps_of_different_lengths(server):
+    """``step`` requests are merged only with requests of their own
+    length: a padded row would carry its state past its end."""
+    state = grpc_predict(
+        server, "initial_state", {"batch_size": np.array(1, np.int32)}
+    )
+    bos = int(state.pop("bos_ids")[0])
+    feeds = [[bos, 3, 4, 5][: 1 + i % 4] for i in range(16)]
+
+    def step(feed):
+        inputs = {"token_ids": np.array([feed], np.int32), **state}
+        return grpc_predict(server, "step", inputs)
+
+    single = [step(f) for f in feeds]
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        merged = list(pool.map(step, feeds))
+    for a, b in zip(single, merged):
+        for k in a:
+            np.testing.assert_allclose(a[k], b[k], atol=1e-5)
+
+
 def test_version_swap_under_load_loses_nothing(served_base, tmp_path):
     from keras_rnnlm.serving import Server
 
