@@ -10,7 +10,8 @@ against hand-computed ones, and the sampled-softmax sampler, logits and a
 sampled-softmax training run, the Major-Minor LSTM's fused branches, and
 the callbacks that read or write variables inside ``fit`` (the JAX
 trainer keeps the state outside the variables during an epoch), among
-them a run killed and resumed in the middle of an epoch; the CBOW
+them a run killed and resumed in the middle of an epoch and a diverged
+run resumed from its newest good checkpoint; the CBOW
 context layer against its NumPy reference and a CBOW training run, and
 sentence-level state reset (layers, exact evaluation, a run).
 """
@@ -36,7 +37,8 @@ SELECTION = {
     "callbacks/test_regularization.py": "through_fit",
     "callbacks/test_nt_asgd.py": "through_fit",
     "training/test_awd_training.py": "variable_windows",
-    "callbacks/test_checkpoint.py": "resume_equals_uninterrupted",
+    "callbacks/test_checkpoint.py": "resume_equals_uninterrupted "
+    "or really_good_checkpoint",
     "layers/test_cbow_context.py": "test_cbow_context",
     "training/test_cbow_training.py": "test_cbow_training",
     "layers/test_sentence_reset.py": "test_sentence_reset",
