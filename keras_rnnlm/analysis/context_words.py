@@ -1,0 +1,43 @@
+"""The qualitative probe of the CBOW context module (Table 1 of *On the
+long-term learning ability of LSTM LMs*, arXiv:2106.08927): the words
+whose CBOW embeddings are nearest, by cosine, to the context vector d at
+the end of a text."""
+
+import numpy as np
+from keras import ops
+
+from keras_rnnlm.layers.cbow_context import CBOWContext
+from keras_rnnlm.models.context import context_layers
+
+
+def context_vector(layer, ids):
+    """``d`` after reading ``ids`` from an empty window, with ``layer``'s
+    weights (any :class:`CBOWContext`, stateful or not), NumPy (dim,)."""
+    config = {**layer.get_config(), "stateful": False, "return_state": False}
+    twin = CBOWContext.from_config(config)
+    twin.build((None, None))
+    twin.set_weights(layer.get_weights())
+    ids = np.asarray(ids, np.int32)[None]
+    return ops.convert_to_numpy(twin(ids))[0, -1]
+
+
+def context_words(model, vocab, tokens, top=5):
+    """The ``top`` vocabulary words nearest to ``d`` at the end of
+    ``tokens`` (token strings, OOV mapped to ``<unk>``), as ``[(word,
+    cosine)]``, nearest first.
+
+    Raises:
+        ValueError: ``model`` has no CBOW context layer.
+    """
+    layers = context_layers(model)
+    if not layers:
+        raise ValueError(
+            f"Model {model.name!r} has no CBOW context (model.context)"
+        )
+    layer = layers[0]
+    d = context_vector(layer, vocab.encode(list(tokens)))
+    table = ops.convert_to_numpy(layer.embeddings).astype(np.float64)
+    norms = np.linalg.norm(table, axis=1) * max(np.linalg.norm(d), 1e-30)
+    cos = table @ d.astype(np.float64) / np.maximum(norms, 1e-30)
+    best = np.argsort(-cos, kind="stable")[:top]
+    return [(vocab.id_to_token(int(i)), float(cos[i])) for i in best]
