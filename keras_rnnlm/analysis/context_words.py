@@ -3,11 +3,15 @@ long-term learning ability of LSTM LMs*, arXiv:2106.08927): the words
 whose CBOW embeddings are nearest, by cosine, to the context vector d at
 the end of a text."""
 
+import os
+
 import numpy as np
 from keras import ops
 
 from keras_rnnlm.layers.cbow_context import CBOWContext
+from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models.context import context_layers
+from keras_rnnlm.runs import load_run
 
 
 def context_vector(layer, ids):
@@ -41,3 +45,15 @@ def context_words(model, vocab, tokens, top=5):
     cos = table @ d.astype(np.float64) / np.maximum(norms, 1e-30)
     best = np.argsort(-cos, kind="stable")[:top]
     return [(vocab.id_to_token(int(i)), float(cos[i])) for i in best]
+
+
+def context_words_run(run_dir, text, top=5, weights=None):
+    """:func:`context_words` of a run's best (or given) weights for a
+    whitespace-tokenised ``text``."""
+    config, vocab = load_run(run_dir)
+    weights = weights or os.path.join(run_dir, "best.weights.h5")
+    if not os.path.exists(weights):
+        raise FileNotFoundError(f"No weights at {weights!r}")
+    model = build_language_model(config.model, len(vocab), None, stateful=False)
+    model.load_weights(weights)
+    return context_words(model, vocab, text.split(), top)

@@ -1,10 +1,12 @@
 """``keras-rnnlm evaluate | tune-cache | dynamic-eval | rank | ensemble |
-feature-masking``: the commands that read a trained run."""
+feature-masking | context-words``: the commands that read a trained
+run."""
 
 import argparse
 import json
 import os
 
+from keras_rnnlm.analysis.context_words import context_words_run
 from keras_rnnlm.analysis.feature_masking import DEFAULT_PS
 from keras_rnnlm.analysis.feature_masking import feature_masking
 from keras_rnnlm.analysis.feature_masking import plot_curves
@@ -255,6 +257,13 @@ def _feature_masking(args):
     return 0
 
 
+def _context_words(args):
+    rows = context_words_run(args.run_dir, args.text, args.top, args.weights)
+    for word, cosine in rows:
+        print(f"{word}\t{cosine:.4f}")
+    return 0
+
+
 def _masked_layer(text):
     if text.lower() == "all":
         return "all"
@@ -373,3 +382,14 @@ def add_evaluation_commands(sub):
     _feature_masking_options(f)
     add_debug_flag(f)
     f.set_defaults(func=_feature_masking)
+
+    c = sub.add_parser(
+        "context-words",
+        help="the words nearest to a CBOW context vector (model.context)",
+    )
+    c.add_argument("run_dir")
+    c.add_argument("text", help="whitespace-tokenised text")
+    c.add_argument("--top", type=int, default=5)
+    c.add_argument("--weights", help="weights file (default best.weights.h5)")
+    add_debug_flag(c)
+    c.set_defaults(func=_context_words)

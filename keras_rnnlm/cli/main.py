@@ -10,6 +10,7 @@
     keras-rnnlm rank RUN_DIR [--split valid] [--contexts 20000]
     keras-rnnlm ensemble RUN_DIR RUN_DIR ... [--split test]
     keras-rnnlm feature-masking RUN_DIR ... [--layer all|N] [--p ...]
+    keras-rnnlm context-words RUN_DIR "TEXT" [--top 5]
     keras-rnnlm score MODEL [FILE] [--json]
     keras-rnnlm rescore MODEL NBEST [--lm-weight W] [--reference REF]
     keras-rnnlm export RUN_DIR OUT/NAME/VERSION

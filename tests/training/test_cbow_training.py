@@ -15,7 +15,7 @@ from keras_rnnlm.runs import load_run_corpus
 from keras_rnnlm.training import train
 
 
-def test_idf_context_trains_and_its_idf_is_saved(tiny_config):
+def test_idf_context_trains_and_its_idf_is_saved(tiny_config, capsys):
     cfg = apply_overrides(
         tiny_config,
         [
@@ -42,3 +42,12 @@ def test_idf_context_trains_and_its_idf_is_saved(tiny_config):
     np.testing.assert_array_equal(
         ops.convert_to_numpy(rebuilt.get_layer("cbow_context").idf), idf
     )
+    # the Table 1 probe on the run: keras-rnnlm context-words
+    from keras_rnnlm.cli import main
+
+    text = " ".join(corpus.vocab.decode(corpus.valid[:12]))
+    capsys.readouterr()
+    assert main(["context-words", out, text, "--top", "3"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 3
+    assert all(line.split("\t")[0] in corpus.vocab for line in lines)
