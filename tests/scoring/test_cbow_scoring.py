@@ -55,3 +55,34 @@ def test_scorer_scores_a_cbow_model():
     one = scorer.score("w1 w2 w3", natural_log=True)
     batch = scorer.score_batch(["w1 w2 w3", "w4 w5"], natural_log=True)
     assert np.isfinite(one) and np.allclose(batch[0], one, atol=1e-5)
+
+
+def test_nbest_rescoring_with_a_cbow_run(tiny_config):
+    """`keras-rnnlm rescore`'s path (Scorer.from_run + nbest.rescore) on a
+    trained CBOW run: the LM ranks the tiny N-best lists' right answers
+    first."""
+    import os
+
+    from keras_rnnlm.config import apply_overrides
+    from keras_rnnlm.scoring import nbest
+    from keras_rnnlm.training import train
+
+    cfg = apply_overrides(
+        tiny_config,
+        [
+            "train.epochs=10",
+            "train.learning_rate=0.02",
+            'model.context={"weighting": "positional", "window": 20}',
+        ],
+    )
+    train(cfg)
+    scorer = Scorer.from_run(cfg.train.out_dir)
+    data = os.path.join(os.path.dirname(__file__), "data")
+    with open(os.path.join(data, "nbest.txt"), encoding="utf-8") as f:
+        lists = nbest.read_nbest(f.read().splitlines())
+    with open(os.path.join(data, "reference.txt"), encoding="utf-8") as f:
+        refs = nbest.read_references(f.read().splitlines())
+    ranked = nbest.rescore(scorer, lists, lm_weight=1.0)
+    before = nbest.word_error_rate(nbest.one_best(ranked, "base"), refs)
+    after = nbest.word_error_rate(nbest.one_best(ranked, "total"), refs)
+    assert after[1] < before[1]
