@@ -20,8 +20,6 @@ import sys
 from keras_rnnlm.cli.errors import UsageError
 from keras_rnnlm.cli.train import add_debug_flag
 from keras_rnnlm.serving import Limits
-from keras_rnnlm.serving import Server
-from keras_rnnlm.serving import serve_forever
 
 
 def _logging(access_path):
@@ -49,6 +47,9 @@ def _logging(access_path):
 
 
 def _serve(args):
+    from keras_rnnlm.serving.server import Server  # gRPC: only to serve
+    from keras_rnnlm.serving.server import serve_forever
+
     if not os.path.isdir(args.base_dir):
         raise FileNotFoundError(f"No model base directory at {args.base_dir!r}")
     for flag in ("max_batch_size", "max_enqueued", "num_threads", "max_rows"):

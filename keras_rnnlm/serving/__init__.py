@@ -4,12 +4,19 @@
 :mod:`keras_rnnlm.cli.serve` and ``docs/scoring.md``): REST on uvicorn +
 starlette, gRPC on grpcio with the protos of ``tensorflow-serving-api``,
 versions hot-swapped from numeric subdirectories, server-side batching,
-request limits.
+request limits. :class:`Server` and :func:`serve_forever` are imported on
+first use (gRPC and the serving protos load only for the server).
 """
 
 from keras_rnnlm.serving.errors import ServingError
 from keras_rnnlm.serving.requests import Limits
-from keras_rnnlm.serving.server import Server
-from keras_rnnlm.serving.server import serve_forever
 
 __all__ = ["Limits", "Server", "ServingError", "serve_forever"]
+
+
+def __getattr__(name):
+    if name in ("Server", "serve_forever"):
+        from keras_rnnlm.serving import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
