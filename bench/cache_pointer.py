@@ -5,12 +5,12 @@ Streams the split through the package's
 :class:`~keras_rnnlm.evaluation.cache_pointer.CacheEvaluator` (batch 1,
 segments of ``--bptt``, the recurrent state and the cache carried) with
 ``window=0`` (the plain model, the reference) and with each ``--cache``
-setting; each is timed as the median of ``--passes`` whole passes
-(:func:`_harness.median_rate`). Also times the cache arithmetic alone
-(the keys and vocabulary log-probabilities computed once, as
-``tune-cache`` does). Appends ``throughput`` records (tokens/s, reference
-= the same stream without the cache) to
-``bench/results/cache_pointer.jsonl`` (``--out``).
+setting; each is timed as the median of ``--passes`` whole passes, the
+plain and the cached passes interleaved (a shared machine's load
+drifts). Also times the cache arithmetic alone (the keys and vocabulary
+log-probabilities computed once, as ``tune-cache`` does). Appends
+``throughput`` records (tokens/s, reference = the same stream without the
+cache) to ``bench/results/cache_pointer.jsonl`` (``--out``).
 
     python bench/cache_pointer.py --run runs/zaremba_small_2ep \
         --cache ptb wt2 --split test
@@ -59,17 +59,31 @@ def main(argv=None):
         ids = ids[: args.max_tokens + 1]
     tokens = len(ids) - 1
 
-    def rate(cache):
-        out = {}
+    def timed(cache):
+        t = time.perf_counter()
+        r = ev.evaluate(ids, cache)
+        return tokens / (time.perf_counter() - t), r
 
-        def one_pass():
-            out.update(ev.evaluate(ids, cache))
-
+    plain_cache = CacheConfig(0, 0.0, 0.0)
+    for cache in [plain_cache, *map(CacheConfig.parse, args.cache)]:
         ev.evaluate(ids[: 2 * bptt + 1], cache)  # warm-up (tracing)
-        return harness.median_rate(one_pass, tokens, args.passes), out
 
-    plain_rate, plain = rate(CacheConfig(0, 0.0, 0.0))
-    print(f"plain: ppl {plain['ppl']:.3f}, {plain_rate:.0f} tok/s")
+    def rates(cache):
+        """Median tok/s of the plain and the cached stream, their passes
+        interleaved (a shared machine's load drifts)."""
+        with_cache, without = [], []
+        for _ in range(args.passes):
+            rate, plain = timed(plain_cache)
+            without.append(rate)
+            rate, r = timed(cache)
+            with_cache.append(rate)
+        return (
+            float(np.median(with_cache)),
+            float(np.median(without)),
+            r,
+            plain,
+        )
+
     keyed = ev.keyed_split(ids)
     fields = harness.record_fields(
         "cache_pointer.py",
@@ -79,13 +93,12 @@ def main(argv=None):
         split=args.split,
         tokens=tokens,
         bptt=bptt,
-        plain_ppl=round(plain["ppl"], 3),
         key_dim=ev.dim,
     )
     records = []
     for text in args.cache:
         cache = CacheConfig.parse(text)
-        with_rate, r = rate(cache)
+        with_rate, plain_rate, r, plain = rates(cache)
         times = []
         for _ in range(args.passes):
             t = time.perf_counter()
@@ -105,6 +118,7 @@ def main(argv=None):
             theta=cache.theta,
             **{"lambda": cache.lam},
             ppl=round(r["ppl"], 3),
+            plain_ppl=round(plain["ppl"], 3),
             cache_arithmetic_tok_s=round(arith, 1),
         )
         records.append(
