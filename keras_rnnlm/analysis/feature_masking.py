@@ -367,7 +367,7 @@ def plot_curves(rows, path, title=None):
     import matplotlib  # loaded only when a plot is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after matplotlib.use("Agg")
 
     layers = list(dict.fromkeys(r["layer"] for r in rows))
     runs = list(dict.fromkeys(r["run"] for r in rows))

@@ -107,7 +107,7 @@ def plot_learning_curve(history, path):
     import matplotlib  # loaded only when a curve is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after matplotlib.use("Agg")
 
     epochs = [h["epoch"] + 1 for h in history]
     fig, ax = plt.subplots(figsize=(6, 4))

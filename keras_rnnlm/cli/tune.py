@@ -168,10 +168,10 @@ def _save(fig, plt, out, name):
 
 
 def _pyplot():
-    import matplotlib
+    import matplotlib  # loaded only when a plot is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after matplotlib.use("Agg")
 
     return plt
 

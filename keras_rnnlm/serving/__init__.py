@@ -16,7 +16,7 @@ __all__ = ["Limits", "Server", "ServingError", "serve_forever"]
 
 def __getattr__(name):
     if name in ("Server", "serve_forever"):
-        from keras_rnnlm.serving import server
+        from keras_rnnlm.serving import server  # gRPC: loaded to serve only
 
         return getattr(server, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

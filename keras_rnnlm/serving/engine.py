@@ -20,6 +20,7 @@ import threading
 import time
 
 import numpy as np
+import tensorflow as tf
 
 from keras_rnnlm.serving.errors import ServingError
 from keras_rnnlm.serving.errors import from_tf_error
@@ -31,7 +32,6 @@ TIME_OUTPUTS = ("token_logprobs", "token_is_oov", "tokens")
 
 def call_signature(signature, inputs):
     """Runs ``signature`` on NumPy ``inputs``; returns NumPy outputs."""
-    import tensorflow as tf
 
     tensors = {
         name: tf.constant(value, dtype=signature.inputs[name][0])

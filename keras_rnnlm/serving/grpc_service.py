@@ -9,11 +9,13 @@ import concurrent.futures
 import time
 
 import grpc
+import tensorflow as tf
 from tensorflow_serving.apis import get_model_metadata_pb2
 from tensorflow_serving.apis import get_model_status_pb2
 from tensorflow_serving.apis import model_service_pb2_grpc
 from tensorflow_serving.apis import predict_pb2
 from tensorflow_serving.apis import prediction_service_pb2_grpc
+from tensorflow_serving.apis import status_pb2
 
 from keras_rnnlm.serving.errors import ServingError
 from keras_rnnlm.serving.requests import check_inputs
@@ -42,7 +44,6 @@ class _Predictions(prediction_service_pb2_grpc.PredictionServiceServicer):
         self.service = service
 
     def Predict(self, request, context):  # noqa: N802  (the proto's name)
-        import tensorflow as tf
 
         service = self.service
         t0 = time.perf_counter()
@@ -160,7 +161,6 @@ class _Models(model_service_pb2_grpc.ModelServiceServicer):
 
 
 def _error_code(name):
-    from tensorflow_serving.apis import status_pb2
 
     field = status_pb2.StatusProto.DESCRIPTOR.fields_by_name["error_code"]
     return field.enum_type.values_by_name[name].number

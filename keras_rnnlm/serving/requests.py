@@ -17,6 +17,7 @@ import base64
 import dataclasses
 
 import numpy as np
+import tensorflow as tf
 
 from keras_rnnlm.serving.errors import ServingError
 
@@ -78,7 +79,6 @@ def _check_numbers(value, kind):
 
 def to_array(value, dtype, name):
     """A JSON value -> a NumPy array of the signature input's dtype."""
-    import tensorflow as tf
 
     if dtype == tf.string:
         value = _decode_strings(value)
@@ -111,7 +111,6 @@ def to_array(value, dtype, name):
 
 def check_inputs(signature, arrays, limits, servable):
     """Checks names, ranks, rows and sentence lengths; returns ``arrays``."""
-    import tensorflow as tf
 
     missing = set(signature.inputs) - set(arrays)
     extra = set(arrays) - set(signature.inputs)

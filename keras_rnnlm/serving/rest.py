@@ -12,6 +12,7 @@ import asyncio
 import json
 import re
 
+from google.protobuf import json_format
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse
@@ -57,7 +58,6 @@ def status_json(service, version):
 
 
 def metadata_json(service, version):
-    from google.protobuf import json_format
 
     servable = service.models.servable(version)
     return {

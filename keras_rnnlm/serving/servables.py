@@ -14,7 +14,10 @@ import os
 import threading
 import time
 
+import tensorflow as tf
+
 from keras_rnnlm.export.saved_model import METADATA_ASSET
+from keras_rnnlm.serving.errors import ServingError
 
 # TF Serving's ModelVersionStatus.State names.
 START, LOADING, AVAILABLE, UNLOADING, END = (
@@ -43,8 +46,6 @@ class Signature:
     and outputs' dtypes and shapes (from the SavedModel's SignatureDef)."""
 
     def __init__(self, name, fn, signature_def):
-        import tensorflow as tf
-
         self.name = name
         self.fn = fn
         self.signature_def = signature_def
@@ -66,7 +67,6 @@ class Servable:
     """A loaded version: its signatures, metadata and limits."""
 
     def __init__(self, version, path):
-        import tensorflow as tf
         import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
         from tensorflow.core.protobuf import saved_model_pb2
 
@@ -105,7 +105,6 @@ class Servable:
         """One call per signature and per time bucket (up to 64 tokens) of
         the scoring signatures, so that the first requests do not pay for
         function instantiation."""
-        import tensorflow as tf
 
         sigs = self.signatures
         word = "a" if self.tokenization != "whitespace" else "a "
@@ -232,7 +231,6 @@ class ModelManager:
     # ------------------------------------------------------------ query
     def servable(self, version=None):
         """The served :class:`Servable` (or the loaded ``version``)."""
-        from keras_rnnlm.serving.errors import ServingError
 
         current = self._current
         if current is None:
@@ -253,8 +251,6 @@ class ModelManager:
         if version is not None:
             items = [(v, s) for v, s in items if v == int(version)]
             if not items:
-                from keras_rnnlm.serving.errors import ServingError
-
                 raise ServingError(
                     "NOT_FOUND",
                     f"Could not find version {version} of model {self.name}",

@@ -13,10 +13,13 @@ import socket
 import threading
 import time
 
+import uvicorn
+
 from keras_rnnlm.serving.engine import Engine
 from keras_rnnlm.serving.errors import ServingError
 from keras_rnnlm.serving.grpc_service import start_grpc_server
 from keras_rnnlm.serving.requests import Limits
+from keras_rnnlm.serving.rest import build_app
 from keras_rnnlm.serving.servables import ModelManager
 
 access_log = logging.getLogger("keras_rnnlm.serving.access")
@@ -129,10 +132,6 @@ class Server:
         return self
 
     def _start_rest(self):
-        import uvicorn
-
-        from keras_rnnlm.serving.rest import build_app
-
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
