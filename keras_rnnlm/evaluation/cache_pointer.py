@@ -260,17 +260,41 @@ def cache_log_probs(hidden, targets, vocab_log_probs, memory, cache):
         used), and the memory after the segment.
     """
     targets = np.asarray(targets, np.int32)
-    vocab_lp = ops.cast(ops.convert_to_tensor(vocab_log_probs), "float32")
     if cache.window == 0:
+        vocab_lp = np.asarray(vocab_log_probs, np.float32)
         steps = targets.shape[1]
         memory = CacheMemory(memory.keys, memory.values, memory.seen + steps)
         none = np.full(targets.shape, -np.inf, np.float32)
-        return ops.convert_to_numpy(vocab_lp), none, memory
-    scores, keys, mask = _cache_scores(hidden, memory, cache)
+        return vocab_lp, none, memory
+    hidden = np.asarray(hidden, np.float32)
     values = np.concatenate([memory.values, targets], 1)
+    log_probs, cache_lp = _compiled(cache)(
+        hidden,
+        memory.keys,
+        values,
+        targets,
+        np.asarray(vocab_log_probs, np.float32),
+        memory.seen.astype(np.int32),
+    )
+    keys = np.concatenate([memory.keys, hidden], 1)
+    memory = _advance(memory, keys, values, cache.window, targets.shape[1])
+    return (
+        ops.convert_to_numpy(log_probs),
+        ops.convert_to_numpy(cache_lp),
+        memory,
+    )
+
+
+def _segment_math(hidden, memory_keys, values, targets, vocab_lp, seen, cache):
+    """The tensors of :func:`cache_log_probs`: ``(log_probs,
+    cache_log_probs)`` of one segment."""
+    hidden = ops.cast(hidden, "float32")
+    keys = ops.concatenate([ops.cast(memory_keys, "float32"), hidden], 1)
+    scores = cache.theta * ops.einsum("btd,bjd->btj", hidden, keys)
+    mask = _window_mask(seen, cache.window, hidden.shape[1], cache.reference)
     match = ops.logical_and(
         mask,
-        ops.convert_to_tensor(values[:, None, :] == targets[:, :, None]),
+        ops.equal(ops.expand_dims(values, 1), ops.expand_dims(targets, 2)),
     )
     cache_lp = _masked_logsumexp(scores, match) - _masked_logsumexp(
         scores, mask
@@ -278,12 +302,37 @@ def cache_log_probs(hidden, targets, vocab_log_probs, memory, cache):
     used = ops.any(mask, axis=-1)
     cache_lp = ops.where(used, cache_lp, ops.full_like(cache_lp, -np.inf))
     log_probs = mix_log_probs(vocab_lp, cache_lp, cache.lam, used)
-    memory = _advance(memory, keys, values, cache.window, targets.shape[1])
-    return (
-        ops.convert_to_numpy(log_probs),
-        ops.convert_to_numpy(cache_lp),
-        memory,
-    )
+    return log_probs, cache_lp
+
+
+_COMPILED = {}
+
+
+def _compiled(cache):
+    """:func:`_segment_math` for one :class:`CacheConfig`, compiled
+    (``tf.function`` / ``jax.jit``; eager on other backends)."""
+    fn = _COMPILED.get(cache)
+    if fn is not None:
+        return fn
+
+    def fn(hidden, memory_keys, values, targets, vocab_lp, seen):
+        return _segment_math(
+            hidden, memory_keys, values, targets, vocab_lp, seen, cache
+        )
+
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf  # TensorFlow backend only
+
+        fn = tf.function(fn, autograph=False)
+    elif backend == "jax":
+        import jax  # JAX backend only
+
+        fn = jax.jit(fn)
+    if len(_COMPILED) >= 64:
+        _COMPILED.clear()
+    _COMPILED[cache] = fn
+    return fn
 
 
 def mix_log_probs(vocab_lp, cache_lp, lam, used=None):
@@ -685,7 +734,7 @@ def plot_search(rows, path):
     import matplotlib  # loaded only when a plot is drawn
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after matplotlib.use("Agg")
 
     windows = sorted({r["window"] for r in rows})
     thetas = sorted({r["theta"] for r in rows})
