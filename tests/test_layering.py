@@ -2,6 +2,7 @@
 imports only point downward, and no module takes part in an import cycle,
 function-local imports included."""
 
+import ast
 import os
 import shutil
 import subprocess
@@ -99,3 +100,62 @@ def test_the_cycle_finder_finds_a_cycle():
             return self.edges[m]
 
     assert _cycles(Graph()) == [["a", "b", "c"]]
+
+
+def _function_local_imports():
+    """(path, line, text) of the first line of every group of consecutive
+    imports inside a function body of the package when no line of the
+    group carries a ``#`` comment (the reason the import is local)."""
+    package = os.path.join(ROOT, "keras_rnnlm")
+    found = []
+    for folder, _, files in os.walk(package):
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(folder, name)
+            with open(path) as f:
+                source = f.read()
+            lines = source.splitlines()
+            for node in ast.walk(ast.parse(source)):
+                if not isinstance(
+                    node, (ast.FunctionDef, ast.AsyncFunctionDef)
+                ):
+                    continue
+                for body in _bodies(node):
+                    for group in _import_groups(body):
+                        texts = [lines[g.lineno - 1] for g in group]
+                        if not any("#" in t for t in texts):
+                            rel = os.path.relpath(path, ROOT)
+                            found.append(
+                                (rel, group[0].lineno, texts[0].strip())
+                            )
+    return sorted(set(found))
+
+
+def _bodies(node):
+    """Every statement list inside ``node`` (its body, branches, ...)."""
+    for inner in ast.walk(node):
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            stmts = getattr(inner, field, None)
+            if isinstance(stmts, list) and stmts:
+                yield stmts
+
+
+def _import_groups(stmts):
+    group = []
+    for stmt in stmts:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            group.append(stmt)
+            continue
+        if group:
+            yield group
+        group = []
+    if group:
+        yield group
+
+
+def test_function_local_imports_carry_their_reason():
+    """A function-local import stays only for a stated reason (a backend
+    or an optional dependency loaded on use, start-up time), written on
+    its line or its group's."""
+    assert _function_local_imports() == []

@@ -102,7 +102,7 @@ def idf_weights(documents, vocab_size):
         documents: id arrays (:func:`split_documents`).
         vocab_size: the number of ids.
     """
-    from gensim.corpora import Dictionary
+    from gensim.corpora import Dictionary  # gensim loads only for IDF
     from gensim.models import TfidfModel
 
     dictionary = Dictionary([str(int(i)) for i in doc] for doc in documents)

@@ -23,10 +23,12 @@ parameter budget (how the multiplicative-models paper matches its models).
 """
 
 import dataclasses
+import math
 
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.layers.major_minor_lstm import count_params as mmlstm_params
 from keras_rnnlm.layers.multiplicative import CELLS as MULTIPLICATIVE_CELLS
+from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.builder import context_spec
 
 #: Cells counted in closed form (one fused LSTM per layer or branch).
@@ -93,10 +95,6 @@ def _head_params(config, v, dims):
 def built_params(config, vocab_size):
     """Trainable parameters of a built (stateless) model: exact for every
     cell, but allocates the weights."""
-    import math
-
-    from keras_rnnlm.models.builder import build_language_model
-
     model = build_language_model(config, vocab_size, None, stateful=False)
     return int(sum(math.prod(w.shape) for w in model.trainable_weights))
 
