@@ -12,7 +12,7 @@ from keras_rnnlm.analysis.feature_masking import feature_masking
 from keras_rnnlm.analysis.feature_masking import plot_curves
 from keras_rnnlm.analysis.feature_masking import write_csv
 from keras_rnnlm.cli.errors import UsageError
-from keras_rnnlm.cli.train import add_debug_flag
+from keras_rnnlm.cli.train import add_command
 from keras_rnnlm.evaluation.cache_pointer import DEFAULT_LAMBDAS
 from keras_rnnlm.evaluation.cache_pointer import DEFAULT_THETAS
 from keras_rnnlm.evaluation.cache_pointer import DEFAULT_WINDOWS
@@ -324,7 +324,9 @@ def _ensemble(args):
 
 def add_evaluation_commands(sub):
     """Adds evaluate, dynamic-eval, rank, ensemble and feature-masking."""
-    e = sub.add_parser("evaluate", help="evaluate a run's checkpoint")
+    e = add_command(
+        sub, _evaluate, "evaluate", help="evaluate a run's checkpoint"
+    )
     e.add_argument("run_dir")
     e.add_argument("--split", default="test", choices=SPLITS)
     e.add_argument("--batch-size", type=int)
@@ -334,26 +336,27 @@ def add_evaluation_commands(sub):
     e.add_argument(
         "--max-tokens", type=int, help="with --cache: the first N tokens"
     )
-    add_debug_flag(e)
-    e.set_defaults(func=_evaluate)
 
-    t = sub.add_parser(
+    t = add_command(
+        sub,
+        _tune_cache,
         "tune-cache",
         help="grid-search the cache pointer's theta, lambda (and W) on "
         "valid, then evaluate test",
     )
     _tune_cache_options(t)
-    add_debug_flag(t)
-    t.set_defaults(func=_tune_cache)
 
-    d = sub.add_parser(
-        "dynamic-eval", help="dynamic evaluation (Krause et al. 2018)"
+    d = add_command(
+        sub,
+        _dynamic_eval,
+        "dynamic-eval",
+        help="dynamic evaluation (Krause et al. 2018)",
     )
     _dynamic_eval_options(d)
-    add_debug_flag(d)
-    d.set_defaults(func=_dynamic_eval)
 
-    r = sub.add_parser(
+    r = add_command(
+        sub,
+        _rank,
         "rank",
         help="numerical rank of the log-probability matrix (MoS paper)",
     )
@@ -362,28 +365,29 @@ def add_evaluation_commands(sub):
     r.add_argument(
         "--contexts", type=int, default=20000, help="rows of the matrix"
     )
-    add_debug_flag(r)
-    r.set_defaults(func=_rank)
 
-    n = sub.add_parser(
-        "ensemble", help="perplexity of the mixture of several runs"
+    n = add_command(
+        sub,
+        _ensemble,
+        "ensemble",
+        help="perplexity of the mixture of several runs",
     )
     n.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     n.add_argument("--split", default="test", choices=SPLITS)
     n.add_argument("--batch-size", type=int)
     n.add_argument("--bptt", type=int)
-    add_debug_flag(n)
-    n.set_defaults(func=_ensemble)
 
-    f = sub.add_parser(
+    f = add_command(
+        sub,
+        _feature_masking,
         "feature-masking",
         help="perplexity with a fraction P of recurrent features masked",
     )
     _feature_masking_options(f)
-    add_debug_flag(f)
-    f.set_defaults(func=_feature_masking)
 
-    c = sub.add_parser(
+    c = add_command(
+        sub,
+        _context_words,
         "context-words",
         help="the words nearest to a CBOW context vector (model.context)",
     )
@@ -391,5 +395,3 @@ def add_evaluation_commands(sub):
     c.add_argument("text", help="whitespace-tokenised text")
     c.add_argument("--top", type=int, default=5)
     c.add_argument("--weights", help="weights file (default best.weights.h5)")
-    add_debug_flag(c)
-    c.set_defaults(func=_context_words)

@@ -27,7 +27,7 @@ import sys
 from keras_rnnlm.cli.errors import UsageError
 from keras_rnnlm.cli.evaluate import CACHE_HELP
 from keras_rnnlm.cli.evaluate import cache_setting
-from keras_rnnlm.cli.train import add_debug_flag
+from keras_rnnlm.cli.train import add_command
 from keras_rnnlm.export import export_saved_model
 from keras_rnnlm.export.saved_model import MAX_BATCH_SIZE
 from keras_rnnlm.export.saved_model import MAX_TOKENS
@@ -176,7 +176,7 @@ def _export(args):
 
 def add_scoring_commands(sub):
     """Adds the score, rescore and export subcommands to ``sub``."""
-    s = sub.add_parser("score", help="log10 probability of each line")
+    s = add_command(sub, _score, "score", help="log10 probability of each line")
     s.add_argument("model", help="run directory or exported SavedModel")
     s.add_argument("file", nargs="?", default="-", help="text file (- stdin)")
     s.add_argument(
@@ -196,10 +196,10 @@ def add_scoring_commands(sub):
     s.add_argument(
         "--cache", type=cache_setting, help=CACHE_HELP + "; needs --document"
     )
-    add_debug_flag(s)
-    s.set_defaults(func=_score)
 
-    r = sub.add_parser("rescore", help="rescore N-best lists with the LM")
+    r = add_command(
+        sub, _rescore, "rescore", help="rescore N-best lists with the LM"
+    )
     r.add_argument("model", help="run directory or exported SavedModel")
     r.add_argument(
         "nbest", help="N-best file: utt_id<TAB>hypothesis<TAB>base score"
@@ -214,10 +214,10 @@ def add_scoring_commands(sub):
     r.add_argument("--reference", help="utt_id<TAB>reference: report WER")
     r.add_argument("--out", help="write the re-ranked lists here")
     r.add_argument("--weights", help="weights file of a run directory")
-    add_debug_flag(r)
-    r.set_defaults(func=_rescore)
 
-    e = sub.add_parser("export", help="export a run as a TF SavedModel")
+    e = add_command(
+        sub, _export, "export", help="export a run as a TF SavedModel"
+    )
     e.add_argument("run_dir")
     e.add_argument("out", help="OUT/NAME/VERSION, e.g. models/ptb_lm/1")
     e.add_argument("--weights", help="weights file (default best.weights.h5)")
@@ -247,5 +247,3 @@ def add_scoring_commands(sub):
         "memory (default %(default)s)",
     )
     e.add_argument("--overwrite", action="store_true")
-    add_debug_flag(e)
-    e.set_defaults(func=_export)

@@ -18,7 +18,7 @@ import os
 import sys
 
 from keras_rnnlm.cli.errors import UsageError
-from keras_rnnlm.cli.train import add_debug_flag
+from keras_rnnlm.cli.train import add_command
 from keras_rnnlm.serving import Limits
 
 
@@ -84,7 +84,9 @@ def _serve(args):
 
 def add_serve_command(sub):
     d = Limits()
-    s = sub.add_parser(
+    s = add_command(
+        sub,
+        _serve,
         "serve",
         help="serve an exported model with TF Serving's REST and gRPC APIs",
     )
@@ -117,5 +119,3 @@ def add_serve_command(sub):
     s.add_argument("--drain-seconds", type=float, default=30.0)
     s.add_argument("--no-warmup", action="store_true")
     s.add_argument("--access-log", help="file (default: stderr)")
-    add_debug_flag(s)
-    s.set_defaults(func=_serve)

@@ -32,6 +32,15 @@ def add_debug_flag(parser):
     )
 
 
+def add_command(sub, func, name, **kwargs):
+    """A ``keras-rnnlm`` verb: the subparser ``name`` (``kwargs`` go to
+    ``add_parser``) running ``func(args)``, with ``--debug``."""
+    parser = sub.add_parser(name, **kwargs)
+    add_debug_flag(parser)
+    parser.set_defaults(func=func)
+    return parser
+
+
 def add_set_option(parser, help=None):
     """``--set section.key=value`` (repeatable): config overrides."""
     parser.add_argument(
@@ -69,7 +78,6 @@ def add_train_options(parser, preset_flags=("--preset",)):
         action="store_true",
         help="print the resolved config and exit",
     )
-    add_debug_flag(parser)
     return parser
 
 
@@ -108,11 +116,12 @@ def run_train(args, presets=None, preset=None):
 
 
 def add_train_command(sub):
-    t = sub.add_parser("train", help="train a recipe preset or a config")
+    t = add_command(
+        sub, run_train, "train", help="train a recipe preset or a config"
+    )
     t.add_argument("recipe", nargs="?", help="recipe file (recipes/*.py)")
     t.add_argument("--config", help="a config.json (e.g. of an earlier run)")
     add_train_options(t)
-    t.set_defaults(func=run_train)
 
 
 def _finetune(args):
@@ -124,7 +133,9 @@ def _finetune(args):
 
 
 def add_finetune_command(sub):
-    f = sub.add_parser(
+    f = add_command(
+        sub,
+        _finetune,
         "finetune",
         help="AWD-LSTM finetuning: averaged SGD from a run's best weights",
     )
@@ -132,8 +143,6 @@ def add_finetune_command(sub):
     f.add_argument("--rounds", type=int, default=1, help="finetuning rounds")
     add_set_option(f, "override a value of the finetuning config")
     f.add_argument("--no-resume", action="store_true")
-    add_debug_flag(f)
-    f.set_defaults(func=_finetune)
 
 
 def recipe_main(presets, default, description=None, argv=None, axes=None):
@@ -159,6 +168,7 @@ def recipe_main(presets, default, description=None, argv=None, axes=None):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_train_options(parser)
+    add_debug_flag(parser)
     for flag, (choices, value) in (axes or {}).items():
         parser.add_argument(f"--{flag}", choices=choices, default=value)
     args = parser.parse_args(argv)
