@@ -13,6 +13,7 @@ from keras_rnnlm.analysis.feature_masking import plot_curves
 from keras_rnnlm.analysis.feature_masking import write_csv
 from keras_rnnlm.cli.errors import UsageError
 from keras_rnnlm.cli.train import add_command
+from keras_rnnlm.cli.train import options_of
 from keras_rnnlm.evaluation.cache_pointer import DEFAULT_LAMBDAS
 from keras_rnnlm.evaluation.cache_pointer import DEFAULT_THETAS
 from keras_rnnlm.evaluation.cache_pointer import DEFAULT_WINDOWS
@@ -36,10 +37,6 @@ DYNAMIC_EVAL_OPTIONS = (
 FEATURE_MASKING_OPTIONS = (
     "runs split seed batch_size bptt max_tokens labels".split()
 )
-
-
-def _options(args, names):
-    return {name: getattr(args, name) for name in names}
 
 
 def cache_setting(text):
@@ -75,10 +72,7 @@ def _evaluate_with_cache(args):
     r = cache_evaluate_run(
         args.run_dir,
         args.cache,
-        split=args.split,
-        bptt=args.bptt,
-        weights=args.weights,
-        max_tokens=args.max_tokens,
+        **options_of(args, "split bptt weights max_tokens"),
     )
     print(_cache_line(r))
     print(json.dumps(r, indent=2))
@@ -88,15 +82,11 @@ def _evaluate_with_cache(args):
 def _tune_cache(args):
     r = tune_cache_run(
         args.run_dir,
-        out=args.out,
-        windows=args.windows,
-        thetas=args.thetas,
-        lambdas=args.lambdas,
-        reference=args.reference,
-        bptt=args.bptt,
-        weights=args.weights,
-        max_tokens=args.max_tokens,
         test=not args.no_test,
+        **options_of(
+            args,
+            "out windows thetas lambdas reference bptt weights max_tokens",
+        ),
     )
     b, v = r["best"], r["valid"]
     print(
@@ -166,7 +156,7 @@ def _dynamic_eval(args):
         args.run_dir,
         preset=args.hparams,
         jit_compile=not args.no_jit,
-        **_options(args, DYNAMIC_EVAL_OPTIONS),
+        **options_of(args, DYNAMIC_EVAL_OPTIONS),
     )
     line = f"dynamic-eval {args.split}: ppl {r['ppl']:.2f}"
     if "bpc" in r:
@@ -246,7 +236,7 @@ def _feature_masking(args):
         args.run_dirs,
         layers=args.layer,
         ps=args.p,
-        **_options(args, FEATURE_MASKING_OPTIONS),
+        **options_of(args, FEATURE_MASKING_OPTIONS),
     )
     os.makedirs(args.out, exist_ok=True)
     csv_path = os.path.join(args.out, "feature_masking.csv")

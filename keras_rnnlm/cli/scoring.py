@@ -28,6 +28,7 @@ from keras_rnnlm.cli.errors import UsageError
 from keras_rnnlm.cli.evaluate import CACHE_HELP
 from keras_rnnlm.cli.evaluate import cache_setting
 from keras_rnnlm.cli.train import add_command
+from keras_rnnlm.cli.train import options_of
 from keras_rnnlm.export import export_saved_model
 from keras_rnnlm.export.saved_model import MAX_BATCH_SIZE
 from keras_rnnlm.export.saved_model import MAX_TOKENS
@@ -163,12 +164,9 @@ def _export(args):
     path = export_saved_model(
         args.run_dir,
         args.out,
-        weights=args.weights,
-        top_k=args.top_k,
-        xla=args.xla,
-        max_batch_size=args.max_batch_size,
-        max_tokens=args.max_tokens,
-        overwrite=args.overwrite,
+        **options_of(
+            args, "weights top_k xla max_batch_size max_tokens overwrite"
+        ),
     )
     print(f"Exported SavedModel to {path}")
     return 0

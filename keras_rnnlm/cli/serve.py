@@ -19,6 +19,7 @@ import sys
 
 from keras_rnnlm.cli.errors import UsageError
 from keras_rnnlm.cli.train import add_command
+from keras_rnnlm.cli.train import options_of
 from keras_rnnlm.serving import Limits
 
 
@@ -57,26 +58,21 @@ def _serve(args):
             raise UsageError(f"--{flag.replace('_', '-')} must be >= 1")
     _logging(args.access_log)
     limits = Limits(
-        max_body_bytes=args.max_body_bytes,
-        max_rows=args.max_rows,
-        max_sentence_tokens=args.max_sentence_tokens,
         request_timeout_s=args.request_timeout,
+        **options_of(args, "max_body_bytes max_rows max_sentence_tokens"),
     )
     server = Server(
         args.model_name,
         args.base_dir,
-        host=args.host,
-        rest_port=args.rest_port,
-        grpc_port=args.grpc_port,
         batching=not args.no_batching,
-        max_batch_size=args.max_batch_size,
         batch_timeout_s=args.batch_timeout_micros / 1e6,
-        max_enqueued=args.max_enqueued,
-        num_threads=args.num_threads,
         limits=limits,
-        poll_seconds=args.poll_seconds,
         warm_up=not args.no_warmup,
-        drain_seconds=args.drain_seconds,
+        **options_of(
+            args,
+            "host rest_port grpc_port max_batch_size max_enqueued "
+            "num_threads poll_seconds drain_seconds",
+        ),
     )
     serve_forever(server)
     return 0

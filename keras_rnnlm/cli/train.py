@@ -41,6 +41,14 @@ def add_command(sub, func, name, **kwargs):
     return parser
 
 
+def options_of(args, names):
+    """``{name: args.name}`` for the parsed options ``names`` (a list or a
+    space-separated string): options passed on under their own names."""
+    if isinstance(names, str):
+        names = names.split()
+    return {name: getattr(args, name) for name in names}
+
+
 def add_set_option(parser, help=None):
     """``--set section.key=value`` (repeatable): config overrides."""
     parser.add_argument(
