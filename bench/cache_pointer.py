@@ -46,11 +46,9 @@ def main(argv=None):
     from keras_rnnlm.evaluation.cache_pointer import CacheConfig
     from keras_rnnlm.evaluation.cache_pointer import CacheEvaluator
     from keras_rnnlm.evaluation.cache_pointer import cache_log_probs_of
-    from keras_rnnlm.runs import load_run
-    from keras_rnnlm.runs import load_run_corpus
+    from keras_rnnlm.runs import open_run
 
-    config, vocab = load_run(args.run)
-    corpus = load_run_corpus(config, vocab)
+    config, corpus = open_run(args.run)
     bptt = args.bptt or config.data.eval_bptt or config.data.bptt
     ev = CacheEvaluator(config.model, len(corpus.vocab), bptt)
     ev.load_weights(os.path.join(args.run, "best.weights.h5"))

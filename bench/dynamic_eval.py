@@ -178,11 +178,9 @@ def main(argv=None):
 
     harness.set_threads(args.threads, torch)
 
-    from keras_rnnlm.runs import load_run
-    from keras_rnnlm.runs import load_run_corpus
+    from keras_rnnlm.runs import open_run
 
-    config, vocab = load_run(args.run)
-    corpus = load_run_corpus(config, vocab)
+    config, corpus = open_run(args.run)
     ev, ids, stats, dyn, static = keras_side(args, corpus, config)
     ref = torch_side(ev, corpus, ids)
 

@@ -33,12 +33,10 @@ def main(argv=None):
     import keras
     import tensorflow as tf
 
-    from keras_rnnlm.runs import load_run
-    from keras_rnnlm.runs import load_run_corpus
     from keras_rnnlm.runs import make_evaluator
+    from keras_rnnlm.runs import open_run
 
-    config, vocab = load_run(args.run)
-    corpus = load_run_corpus(config, vocab)
+    config, corpus = open_run(args.run)
     weights = os.path.join(args.run, "best.weights.h5")
     batch = {
         "valid": config.data.eval_batch_size or config.data.batch_size,

@@ -72,6 +72,12 @@ def load_run(run_dir):
     return config, vocab
 
 
+def open_run(run_dir):
+    """A run's config and its corpus (read with the run's vocabulary)."""
+    config, vocab = load_run(run_dir)
+    return config, load_run_corpus(config, vocab)
+
+
 def load_run_corpus(config, vocab=None):
     """The corpus of a run (``vocab``: reuse a saved vocabulary).
 

@@ -55,9 +55,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_rnnlm.runs import load_run
-from keras_rnnlm.runs import load_run_corpus
 from keras_rnnlm.runs import make_evaluator
+from keras_rnnlm.runs import open_run
 
 #: The paper's P values: 0, 0.05, ..., 0.5.
 DEFAULT_PS = tuple(round(0.05 * k, 2) for k in range(11))
@@ -306,8 +305,7 @@ def feature_masking(
         run_dir, weights = resolve_checkpoint(path)
         if not os.path.exists(weights):
             raise FileNotFoundError(f"No weights at {weights}")
-        config, vocab = load_run(run_dir)
-        corpus = load_run_corpus(config, vocab)
+        config, corpus = open_run(run_dir)
         d = config.data
         defaults = {
             "train": d.batch_size,

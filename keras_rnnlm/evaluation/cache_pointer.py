@@ -72,8 +72,7 @@ from keras_rnnlm.models.state import outer_recurrent_layers
 from keras_rnnlm.models.state import reset_states
 from keras_rnnlm.models.weights import copy_weights
 from keras_rnnlm.runs import atomic_write_text
-from keras_rnnlm.runs import load_run
-from keras_rnnlm.runs import load_run_corpus
+from keras_rnnlm.runs import open_run
 from keras_rnnlm.runs import run_weights
 
 PRESETS = {
@@ -631,8 +630,7 @@ DEFAULT_LAMBDAS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4)
 
 
 def _run_evaluator(run_dir, bptt=None, weights=None):
-    config, vocab = load_run(run_dir)
-    corpus = load_run_corpus(config, vocab)
+    config, corpus = open_run(run_dir)
     d = config.data
     ev = CacheEvaluator(
         config.model,

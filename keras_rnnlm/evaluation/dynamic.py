@@ -85,8 +85,7 @@ from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.state import reset_states
 from keras_rnnlm.models.weights import copy_weights
 from keras_rnnlm.runs import atomic_write_text
-from keras_rnnlm.runs import load_run
-from keras_rnnlm.runs import load_run_corpus
+from keras_rnnlm.runs import open_run
 
 VARIANTS = ("rms", "sgd")
 STATISTICS = ("mean", "sum")
@@ -837,8 +836,7 @@ def dynamic_evaluate_run(
         ``split``, ``weights``, ``preset`` (and ``static``).
     """
 
-    config, vocab = load_run(run_dir)
-    corpus = load_run_corpus(config, vocab)
+    config, corpus = open_run(run_dir)
     weights = weights or os.path.join(run_dir, "best.weights.h5")
     if not os.path.exists(weights):
         raise FileNotFoundError(f"No weights at {weights}")

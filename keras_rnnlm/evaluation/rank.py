@@ -29,8 +29,7 @@ from keras import ops
 from keras_rnnlm.data.streams import LMSequence
 from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.state import reset_states
-from keras_rnnlm.runs import load_run
-from keras_rnnlm.runs import load_run_corpus
+from keras_rnnlm.runs import open_run
 
 
 def log_prob_matrix(model, ids, num_contexts, bptt=70):
@@ -91,8 +90,7 @@ def _rank_and_spectrum(matrix, tol=None):
 def output_rank(run_dir, split="valid", num_contexts=20000, batch_size=10):
     """Rank of a run's best model's log-probability matrix on ``split``."""
 
-    config, vocab = load_run(run_dir)
-    corpus = load_run_corpus(config, vocab)
+    config, corpus = open_run(run_dir)
     model = build_language_model(config.model, len(corpus.vocab), batch_size)
     model.load_weights(os.path.join(run_dir, "best.weights.h5"))
     a = log_prob_matrix(

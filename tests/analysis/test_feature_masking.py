@@ -12,13 +12,12 @@ from keras_rnnlm.analysis.feature_masking import mask_uniforms
 from keras_rnnlm.cli import main
 from keras_rnnlm.config import RunConfig
 from keras_rnnlm.runs import evaluate_run
-from keras_rnnlm.runs import load_run
 from keras_rnnlm.runs import load_run_corpus
+from keras_rnnlm.runs import open_run
 
 
 def _masking_evaluator(run_dir, batch_size=1, seed=0):
-    config, vocab = load_run(run_dir)
-    corpus = load_run_corpus(config, vocab)
+    config, corpus = open_run(run_dir)
     ev = FeatureMaskingEvaluator(config, corpus, batch_size, seed=seed)
     ev.load_weights(os.path.join(run_dir, "best.weights.h5"))
     return ev, corpus

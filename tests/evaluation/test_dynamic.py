@@ -238,20 +238,18 @@ def test_zero_lr_and_lambda_reproduce_static_evaluation(cfg):
 def test_dynamic_evaluation_adapts_to_a_repetitive_split(tiny_run):
     """A trained model on a text repeating one sentence: adapting to it
     lowers the NLL well below the static NLL (both variants)."""
-    from keras_rnnlm.runs import load_run
-    from keras_rnnlm.runs import load_run_corpus
+    from keras_rnnlm.runs import open_run
 
-    config, vocab = load_run(tiny_run)
-    corpus = load_run_corpus(config, vocab)
+    config, corpus = open_run(tiny_run)
     sentence = "the bird finds a ball . my friend eats the tree ."
-    ids = np.asarray(vocab.encode(sentence.split() * 25), np.int32)
+    ids = np.asarray(corpus.vocab.encode(sentence.split() * 25), np.int32)
     weights = os.path.join(tiny_run, "best.weights.h5")
-    static = Evaluator(config.model, len(vocab), 1, 5)
+    static = Evaluator(config.model, len(corpus.vocab), 1, 5)
     static.load_weights(weights)
     s = static.evaluate(ids)["nll"]
     rms = DynamicEvaluator(
         config.model,
-        len(vocab),
+        len(corpus.vocab),
         lr=1e-3,
         lamb=0.01,
         epsilon=1e-4,
@@ -264,7 +262,12 @@ def test_dynamic_evaluation_adapts_to_a_repetitive_split(tiny_run):
     assert r["tokens"] == len(ids) - 1
     assert r["nll"] < s - 0.2, (r["nll"], s)
     sgd = DynamicEvaluator(
-        config.model, len(vocab), variant="sgd", lr=0.5, lamb=0.01, bptt=5
+        config.model,
+        len(corpus.vocab),
+        variant="sgd",
+        lr=0.5,
+        lamb=0.01,
+        bptt=5,
     )
     sgd.load_weights(weights)
     assert sgd.evaluate(ids)["nll"] < s - 0.2
