@@ -209,6 +209,7 @@ def test_parse_settings_and_presets():
             CacheConfig.parse(bad)
 
 
+@pytest.mark.slow  # ~12 s: keeps the default run near 10 min on 2 cores
 def test_run_without_cache_equals_the_evaluator(tiny_run):
     from keras_rnnlm.evaluation.cache_pointer import cache_evaluate_run
     from keras_rnnlm.runs import evaluate_run

@@ -57,6 +57,7 @@ def test_scorer_scores_a_cbow_model():
     assert np.isfinite(one) and np.allclose(batch[0], one, atol=1e-5)
 
 
+@pytest.mark.slow  # ~12 s: keeps the default run near 10 min on 2 cores
 def test_nbest_rescoring_with_a_cbow_run(tiny_config):
     """`keras-rnnlm rescore`'s path (Scorer.from_run + nbest.rescore) on a
     trained CBOW run: the LM ranks the tiny N-best lists' right answers
