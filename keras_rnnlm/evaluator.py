@@ -20,6 +20,7 @@ from keras_rnnlm.metrics import lm_metrics
 from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.state import reset_states
 from keras_rnnlm.models.weights import copy_weights
+from keras_rnnlm.models.weights import load_weights_file
 
 
 def safe_exp(x):
@@ -88,11 +89,7 @@ class Evaluator:
         variables; they are read into an uncompiled twin and only the
         model weights are copied (no optimizer mismatch warning).
         """
-        twin = build_language_model(
-            self.model_config, self.vocab_size, self.batch_size
-        )
-        twin.load_weights(path, skip_mismatch=False)
-        copy_weights(twin, self.model)
+        load_weights_file(self.model, self.model_config, self.vocab_size, path)
 
     def evaluate(self, ids, weights_from=None, verbose=0):
         """Returns ``{"nll", "ppl", "tokens"(, "bpc")}`` for ``ids``.

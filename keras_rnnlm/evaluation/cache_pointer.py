@@ -65,12 +65,13 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_rnnlm.evaluator import safe_exp
 from keras_rnnlm.layers.recurrence import set_forward_only
 from keras_rnnlm.metrics import token_nll
 from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.state import outer_recurrent_layers
 from keras_rnnlm.models.state import reset_states
-from keras_rnnlm.models.weights import copy_weights
+from keras_rnnlm.models.weights import load_weights_file
 from keras_rnnlm.runs import atomic_write_text
 from keras_rnnlm.runs import open_run
 from keras_rnnlm.runs import run_weights
@@ -465,7 +466,7 @@ def _summary(log_probs, char_level, extra=None):
     nll = float(-log_probs.mean()) if len(log_probs) else float("nan")
     result = {
         "nll": nll,
-        "ppl": math.exp(nll) if nll < 709 else float("inf"),
+        "ppl": safe_exp(nll),
         "tokens": int(len(log_probs)),
     }
     if char_level:
@@ -502,9 +503,7 @@ class CacheEvaluator:
 
     def load_weights(self, path):
         """Loads a ``.weights.h5`` of the run's model (any batch size)."""
-        twin = build_language_model(self.model_config, self.vocab_size, 1)
-        twin.load_weights(path, skip_mismatch=False)
-        copy_weights(twin, self.model)
+        load_weights_file(self.model, self.model_config, self.vocab_size, path)
 
     def _forward(self, x, y):
         """Keys and ln p_vocab(target) of a segment; a short last segment
@@ -517,22 +516,30 @@ class CacheEvaluator:
         logits, keys = logits[:, :n], np.asarray(keys[:, :n], np.float32)
         return keys, _log_softmax_at(logits, y)
 
+    def _keyed_segments(self, ids, max_tokens=None):
+        """``(keys, targets, ln p_vocab(target))`` of each segment of one
+        stream over ``ids`` (its first ``max_tokens`` predictions), the
+        state carried from the zero state."""
+        ids = np.asarray(ids)
+        if max_tokens is not None:
+            ids = ids[: int(max_tokens) + 1]
+        reset_states(self.model)
+        for x, y in _segments(ids, self.bptt):
+            keys, vocab_lp = self._forward(x, y)
+            yield keys, y, vocab_lp
+        reset_states(self.model)
+
     def evaluate(self, ids, cache, max_tokens=None):
         """Streams ``ids`` through the model and the cache (memory ``W x
         d``). Returns ``{"nll", "ppl", "tokens", "seconds",
         "tokens_per_s", "cache"(, "bpc")}``."""
-        ids = np.asarray(ids)
-        if max_tokens is not None:
-            ids = ids[: int(max_tokens) + 1]
         stream = CacheStream(cache, self.dim)
-        reset_states(self.model)
         start = time.perf_counter()
-        out = []
-        for x, y in _segments(ids, self.bptt):
-            keys, vocab_lp = self._forward(x, y)
-            out.append(stream.log_probs(keys, y, vocab_lp)[0])
+        out = [
+            stream.log_probs(keys, y, vocab_lp)[0]
+            for keys, y, vocab_lp in self._keyed_segments(ids, max_tokens)
+        ]
         seconds = time.perf_counter() - start
-        reset_states(self.model)
         lp = np.concatenate(out) if out else np.zeros(0)
         n = len(lp)
         return _summary(
@@ -550,17 +557,11 @@ class CacheEvaluator:
         """One pass of the model over ``ids``: a :class:`KeyedSplit`
         (``N x d`` keys: for searching cache settings without rerunning
         the model)."""
-        ids = np.asarray(ids)
-        if max_tokens is not None:
-            ids = ids[: int(max_tokens) + 1]
         keys, targets, lps = [], [], []
-        reset_states(self.model)
-        for x, y in _segments(ids, self.bptt):
-            k, lp = self._forward(x, y)
+        for k, y, lp in self._keyed_segments(ids, max_tokens):
             keys.append(k[0])
             targets.append(y[0])
             lps.append(lp[0])
-        reset_states(self.model)
         return KeyedSplit(
             np.concatenate(keys),
             np.concatenate(targets).astype(np.int32),

@@ -84,6 +84,7 @@ from keras_rnnlm.metrics import token_nll
 from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.state import reset_states
 from keras_rnnlm.models.weights import copy_weights
+from keras_rnnlm.models.weights import load_weights_file
 from keras_rnnlm.runs import atomic_write_text
 from keras_rnnlm.runs import open_run
 
@@ -607,9 +608,7 @@ class DynamicEvaluator:
     def load_weights(self, path):
         """Loads trained weights (a ``.weights.h5`` of the run's model, any
         batch size; optimizer variables in the file are ignored)."""
-        twin = build_language_model(self.model_config, self.vocab_size, 1)
-        twin.load_weights(path, skip_mismatch=False)
-        copy_weights(twin, self.model)
+        load_weights_file(self.model, self.model_config, self.vocab_size, path)
 
     def set_weights_from(self, model):
         """Copies the trainable weights of an equivalent model."""

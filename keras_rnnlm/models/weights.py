@@ -3,6 +3,7 @@ them."""
 
 import keras
 
+from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.context import copy_context_data
 from keras_rnnlm.models.context import idf_layers
 from keras_rnnlm.models.samplers import model_samplers
@@ -32,6 +33,16 @@ def copy_weights(source, target):
         # variables' buffers) would delete the other's weights.
         d.assign(keras.ops.copy(s.value))
     copy_context_data(source, target)
+
+
+def load_weights_file(model, model_config, vocab_size, path):
+    """Loads a ``.weights.h5`` saved by a model of ``model_config`` (any
+    batch size, compiled or not) into ``model``: the file is read into an
+    uncompiled twin and only the model weights are copied, so optimizer
+    variables in the file are ignored without a mismatch warning."""
+    twin = build_language_model(model_config, vocab_size, 1)
+    twin.load_weights(path, skip_mismatch=False)
+    copy_weights(twin, model)
 
 
 def model_parameters(model):
