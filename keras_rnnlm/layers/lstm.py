@@ -15,6 +15,7 @@ from keras import ops
 from keras_rnnlm.layers.fused_recurrence import FusedRecurrence
 from keras_rnnlm.layers.fused_recurrence import value_of
 from keras_rnnlm.layers.recurrence import lstm_recurrence
+from keras_rnnlm.layers.recurrence import scan
 from keras_rnnlm.layers.stateful import TrackedStateMixin
 from keras_rnnlm.layers.stateful import state_snapshot
 
@@ -47,7 +48,7 @@ class LSTM(FusedRecurrence, TrackedStateMixin, keras.layers.LSTM):
     time), 1.0 where a sentence starts, sets the state to its initial
     (zero) value before reading ``x[:, t]`` where ``r[:, t] = 1`` (the
     carried state included, at ``t = 0``). A call with a reset mask runs a
-    per-step loop (``keras.ops.scan`` over the hoisted input projection,
+    per-step loop (the package's ``scan`` over the hoisted input projection,
     with the call's recurrent kernel, weight-dropped or not), not the
     fused loop; a call without one is unchanged.
 
@@ -131,11 +132,9 @@ class LSTM(FusedRecurrence, TrackedStateMixin, keras.layers.LSTM):
             z_i, z_f, z_c, z_o = ops.split(z, 4, axis=-1)
             c = ops.sigmoid(z_f) * c + ops.sigmoid(z_i) * ops.tanh(z_c)
             h = ops.sigmoid(z_o) * ops.tanh(c)
-            # (Keras's TensorFlow scan wants the outputs shaped like
-            # the carry.)
-            return (h, c), (h, c)
+            return (h, c), (h,)
 
-        (h_t, c_t), (outputs, _) = ops.scan(step, (h0, c0), xs)
+        (h_t, c_t), (outputs,) = scan(step, (h0, c0), xs)
         outputs = ops.transpose(outputs, (1, 0, 2))
         return h_t, outputs, [h_t, c_t]
 

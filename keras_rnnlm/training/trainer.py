@@ -8,6 +8,7 @@ differs between papers is the model config (layers, head), the callbacks
 import os
 
 import keras
+import numpy as np
 
 from keras_rnnlm.callbacks import BestCheckpoint
 from keras_rnnlm.callbacks import EpochLog
@@ -391,16 +392,22 @@ def _epoch_data(stream):
         for i in range(len(stream)):
             yield stream[i]
 
-    def spec(dtype):
-        return tf.TensorSpec((b, None), dtype)
+    def spec(array):
+        return tf.TensorSpec((b, None), tf.as_dtype(np.asarray(array).dtype))
 
-    x_spec = spec(tf.int32)
-    if stream.targets_as_input:
-        x_spec = {"tokens": x_spec, "targets": spec(tf.int32)}
-    data = tf.data.Dataset.from_generator(
-        batches,
-        output_signature=(x_spec, spec(tf.int32), spec(tf.float32)),
+    # The structure of the stream's batches (token ids alone, or a dict
+    # with the stream's extra inputs, e.g. a sentence-reset mask, and the
+    # targets of a sampled softmax), every tensor with a free time axis.
+    ids = np.zeros((b, 1), np.int32)
+    extra = {
+        **stream.extra_inputs(0),
+        **({"targets": ids} if stream.targets_as_input else {}),
+    }
+    x = {"tokens": ids, **extra} if extra else ids
+    signature = tf.nest.map_structure(
+        spec, (x, ids, np.zeros((b, 1), np.float32))
     )
+    data = tf.data.Dataset.from_generator(batches, output_signature=signature)
     # A known cardinality: otherwise Keras runs one more step than there
     # are batches (to find the end), and per-batch callbacks see an index
     # past the epoch's last window.

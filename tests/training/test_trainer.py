@@ -165,3 +165,20 @@ def test_max_train_tokens_truncates_training_split_only(tiny_config):
         load_run_corpus(
             apply_overrides(tiny_config, ["data.max_train_tokens=5"])
         )
+
+
+def test_sentence_reset_trains_with_variable_windows(tiny_config):
+    """Variable windows are served with a free time axis, the reset mask
+    included (its signature used to be tokens only, and the reset loop
+    needed a static time length)."""
+    config = apply_overrides(
+        tiny_config,
+        [
+            "data.state_reset=sentence",
+            "data.variable_bptt=true",
+            "data.bptt_max_delta=4",
+            "train.epochs=1",
+        ],
+    )
+    results = train(config)
+    assert np.isfinite(results["test"]["nll"])
