@@ -50,6 +50,14 @@ probability is needed for perplexity; :func:`cache_log_distribution`
 gives the whole distribution (``(W + segment) x vocabulary`` memory, for
 tests and small vocabularies).
 
+**Sentence-level models** (``data.state_reset = "sentence"``, see
+:mod:`keras_rnnlm.data.sentences`): the model is fed the reset mask of
+the stream, as the static :class:`~keras_rnnlm.evaluator.Evaluator`
+feeds it, so the recurrent state starts again at every sentence (the
+CBOW context, if any, is not reset); the cache is NOT reset: its memory
+spans the sentences, like the CBOW context. With ``W = 0`` or ``lambda
+= 0`` the result is the Evaluator's at batch 1.
+
 Presets (the paper's published settings as used by awd-lstm-lm): ``ptb``
 W 500, theta 1.0, lambda 0.1; ``wt2`` W 3785, theta 0.662, lambda 0.1279.
 """
@@ -75,6 +83,7 @@ from keras_rnnlm.models.weights import load_weights_file
 from keras_rnnlm.runs import atomic_write_text
 from keras_rnnlm.runs import open_run
 from keras_rnnlm.runs import run_weights
+from keras_rnnlm.runs import sentence_starts_of
 
 PRESETS = {
     "ptb": {"window": 500, "theta": 1.0, "lam": 0.1},
@@ -420,7 +429,8 @@ def keyed_model(model):
     keys = layers[-1].output
     if isinstance(keys, (list, tuple)):
         keys = keys[0]
-    return keras.Model(model.inputs, [model.outputs[0], keys])
+    # model.input keeps the inputs' structure (a dict with a reset mask)
+    return keras.Model(model.input, [model.outputs[0], keys])
 
 
 def _log_softmax_at(logits, targets):
@@ -432,12 +442,26 @@ def _log_softmax_at(logits, targets):
     return picked - lse
 
 
-def _segments(ids, bptt):
-    """``(inputs, targets)`` of a batch-1 stream in windows of ``bptt``."""
+def _segments(ids, bptt, starts=None):
+    """``(inputs, targets, reset)`` of a batch-1 stream in windows of
+    ``bptt``; ``reset`` ``(1, T)`` float32 is 1.0 at the inputs where a
+    sentence starts (``starts``, a bool array over ``ids``; the stream's
+    first input never resets, as in
+    :class:`~keras_rnnlm.data.sentences.SentenceResetSequence`), ``None``
+    without ``starts``."""
     ids = np.asarray(ids, np.int32)
+    if starts is not None:
+        starts = np.asarray(starts, bool)
+        if starts.shape != ids.shape:
+            raise ValueError(
+                f"starts has shape {starts.shape}, ids {ids.shape}"
+            )
+        starts = starts.astype(np.float32)
+        starts[:1] = 0.0
     for start in range(0, len(ids) - 1, bptt):
         stop = min(start + bptt, len(ids) - 1)
-        yield ids[start:stop][None], ids[start + 1 : stop + 1][None]
+        reset = None if starts is None else starts[None, start:stop]
+        yield ids[start:stop][None], ids[start + 1 : stop + 1][None], reset
 
 
 @dataclasses.dataclass
@@ -485,17 +509,35 @@ class CacheEvaluator:
         vocab_size: vocabulary size.
         bptt: segment length (what the reference calls ``--bptt``).
         char_level: also report bits per character.
+        sentence_starts: a sentence-level model (``data.state_reset =
+            "sentence"``): ``starts(ids)``, where the sentences of a
+            split start (as the
+            :class:`~keras_rnnlm.evaluator.Evaluator`'s); the model reads
+            the reset mask and its recurrent state starts again there.
+            The cache's memory is carried across sentences.
     """
 
-    def __init__(self, model_config, vocab_size, bptt, char_level=False):
+    def __init__(
+        self,
+        model_config,
+        vocab_size,
+        bptt,
+        char_level=False,
+        sentence_starts=None,
+    ):
         if int(bptt) < 1:
             raise ValueError(f"bptt must be >= 1, got {bptt}")
         self.model_config = model_config
         self.vocab_size = int(vocab_size)
         self.bptt = int(bptt)
         self.char_level = bool(char_level)
+        self.sentence_starts = sentence_starts
         self.model = build_language_model(
-            model_config, vocab_size, 1, name="rnnlm_cache_eval"
+            model_config,
+            vocab_size,
+            1,
+            name="rnnlm_cache_eval",
+            reset_input=sentence_starts is not None,
         )
         set_forward_only(self.model)
         self.keyed = keyed_model(self.model)
@@ -505,13 +547,17 @@ class CacheEvaluator:
         """Loads a ``.weights.h5`` of the run's model (any batch size)."""
         load_weights_file(self.model, self.model_config, self.vocab_size, path)
 
-    def _forward(self, x, y):
-        """Keys and ln p_vocab(target) of a segment; a short last segment
-        is padded to ``bptt`` (one traced shape; the state after it is
-        not used)."""
+    def _forward(self, x, y, reset=None):
+        """Keys and ln p_vocab(target) of a segment (``reset``: its reset
+        mask, sentence-level models); a short last segment is padded to
+        ``bptt`` (one traced shape; the state after it is not used)."""
         n = x.shape[1]
         if n < self.bptt:
-            x = np.pad(x, ((0, 0), (0, self.bptt - n)))
+            pad = ((0, 0), (0, self.bptt - n))
+            x = np.pad(x, pad)
+            reset = None if reset is None else np.pad(reset, pad)
+        if reset is not None:
+            x = {"tokens": x, "reset": reset}
         logits, keys = self.keyed.predict_on_batch(x)
         logits, keys = logits[:, :n], np.asarray(keys[:, :n], np.float32)
         return keys, _log_softmax_at(logits, y)
@@ -523,9 +569,12 @@ class CacheEvaluator:
         ids = np.asarray(ids)
         if max_tokens is not None:
             ids = ids[: int(max_tokens) + 1]
+        starts = None
+        if self.sentence_starts is not None:
+            starts = self.sentence_starts(ids)
         reset_states(self.model)
-        for x, y in _segments(ids, self.bptt):
-            keys, vocab_lp = self._forward(x, y)
+        for x, y, reset in _segments(ids, self.bptt, starts):
+            keys, vocab_lp = self._forward(x, y, reset)
             yield keys, y, vocab_lp
         reset_states(self.model)
 
@@ -633,11 +682,15 @@ DEFAULT_LAMBDAS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4)
 def _run_evaluator(run_dir, bptt=None, weights=None):
     config, corpus = open_run(run_dir)
     d = config.data
+    starts = None
+    if d.state_reset == "sentence":  # as runs.make_evaluator
+        starts = sentence_starts_of(corpus)
     ev = CacheEvaluator(
         config.model,
         len(corpus.vocab),
         bptt or d.eval_bptt or d.bptt,
         char_level=corpus.is_char_level,
+        sentence_starts=starts,
     )
     weights = run_weights(run_dir, weights)
     ev.load_weights(weights)
