@@ -132,6 +132,15 @@ class ModelConfig:
             "idf", "window": K, "dim": size, "alpha": base}`` (defaults
             K = 100, size = ``embedding_dim``, base = 1.05), the CBOW
             context vector (:mod:`keras_rnnlm.layers.cbow_context`).
+        pretrained_embeddings: ``None`` (random init) or ``{"path": FILE,
+            "binary": None | bool, "cbow": bool}``: a fresh run starts
+            with the input embedding (and, with ``"cbow": true``, the
+            CBOW context table) read from a word2vec file through
+            gensim's ``KeyedVectors`` (``binary``: the binary format;
+            ``None``: binary for a ``.bin`` name, else text). Words
+            missing from the file keep their random init
+            (:mod:`keras_rnnlm.models.pretrained`); a resumed run takes
+            its weights from the checkpoint.
     """
 
     embedding_dim: int = 200
@@ -158,6 +167,7 @@ class ModelConfig:
     sampled_softmax: int = 0
     sampler_power: float = 1.0
     context: dict | None = None
+    pretrained_embeddings: dict | None = None
 
     def __post_init__(self):
         _check_fields(self)
@@ -424,6 +434,7 @@ FIELD_CHECKS = {
         "sampled_softmax": _Int(lo=0),
         "sampler_power": _NONNEG,
         "context": _optional(_Dict()),
+        "pretrained_embeddings": _optional(_Dict()),
     },
     "train": {
         "epochs": _SIZE,
@@ -475,6 +486,15 @@ LR_SCHEDULE_PARAMS = {
 }
 
 
+# ``model.pretrained_embeddings``: each key's check and whether it is
+# required (:mod:`keras_rnnlm.models.pretrained`).
+PRETRAINED_EMBEDDING_KEYS = {
+    "path": (_Str(), True),
+    "binary": (_optional(_Bool()), False),
+    "cbow": (_Bool(), False),
+}
+
+
 def _describe(value):
     return f"{value!r} ({type(value).__name__})"
 
@@ -490,6 +510,8 @@ def _check_fields(section_config):
             )
     if section == "train":
         _check_lr_schedule(section_config.lr_schedule)
+    if section == "model" and section_config.pretrained_embeddings is not None:
+        _check_pretrained_embeddings(section_config.pretrained_embeddings)
 
 
 def _check_lr_schedule(spec):
@@ -518,6 +540,29 @@ def _check_lr_schedule(spec):
             raise ConfigError(
                 f"train.lr_schedule.{key} must be {check.expects}, got "
                 f"{_describe(spec[key])}"
+            )
+
+
+def _check_pretrained_embeddings(spec):
+    keys = PRETRAINED_EMBEDDING_KEYS
+    unknown = sorted(set(spec) - set(keys))
+    if unknown:
+        raise ConfigError(
+            f"Unknown key(s) {unknown} in model.pretrained_embeddings; "
+            f"valid keys: {sorted(keys)}"
+        )
+    for key, (check, required) in keys.items():
+        if key not in spec:
+            if required:
+                raise ConfigError(
+                    f"model.pretrained_embeddings needs "
+                    f"model.pretrained_embeddings.{key} ({check.expects})"
+                )
+            continue
+        if not check.ok(spec[key]):
+            raise ConfigError(
+                f"model.pretrained_embeddings.{key} must be "
+                f"{check.expects}, got {_describe(spec[key])}"
             )
 
 

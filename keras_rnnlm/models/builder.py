@@ -35,6 +35,7 @@ from keras_rnnlm.layers.tied_embedding import TiedEmbedding
 from keras_rnnlm.models.initializers import fan_uniform
 from keras_rnnlm.models.initializers import lstm_branch_uniform
 from keras_rnnlm.models.initializers import uniform
+from keras_rnnlm.models.pretrained import pretrained_spec
 from keras_rnnlm.models.recurrent_registry import make_recurrent_layer
 
 HEADS = ("softmax", "tied", "mos", "doc")
@@ -161,6 +162,7 @@ def context_spec(config):
 def validate_model_config(config):
     """Raises ConfigError for inconsistent model settings."""
     context_spec(config)
+    pretrained_spec(config)
     if config.head not in HEADS:
         raise ConfigError(
             f"model.head must be one of {HEADS}, got {config.head!r}"
