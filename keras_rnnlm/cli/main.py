@@ -11,6 +11,7 @@
     keras-rnnlm ensemble RUN_DIR RUN_DIR ... [--split test]
     keras-rnnlm feature-masking RUN_DIR ... [--layer all|N] [--p ...]
     keras-rnnlm context-words RUN_DIR "TEXT" [--top 5]
+    keras-rnnlm word2vec --corpus wikitext2 --dim 100 --out FILE
     keras-rnnlm score MODEL [FILE] [--json]
     keras-rnnlm rescore MODEL NBEST [--lm-weight W] [--reference REF]
     keras-rnnlm export RUN_DIR OUT/NAME/VERSION
@@ -29,6 +30,7 @@ from keras_rnnlm.cli.scoring import add_scoring_commands
 from keras_rnnlm.cli.serve import add_serve_command
 from keras_rnnlm.cli.train import add_finetune_command
 from keras_rnnlm.cli.train import add_train_command
+from keras_rnnlm.cli.word2vec import add_word2vec_command
 
 
 def build_parser():
@@ -43,6 +45,7 @@ def build_parser():
     add_evaluation_commands(sub)
     add_scoring_commands(sub)
     add_serve_command(sub)
+    add_word2vec_command(sub)
     return parser
 
 

@@ -22,6 +22,9 @@ from keras_rnnlm.recipe import load_recipe
 from keras_rnnlm.recipe import preset_name
 from keras_rnnlm.training import train
 from keras_rnnlm.training.finetune import finetune
+from keras_rnnlm.training.pretrained import TRAIN as TRAIN_WORD2VEC
+from keras_rnnlm.training.pretrained import ensure_run_word2vec
+from keras_rnnlm.training.pretrained import with_pretrained
 
 
 def add_debug_flag(parser):
@@ -86,6 +89,16 @@ def add_train_options(parser, preset_flags=("--preset",)):
         action="store_true",
         help="print the resolved config and exit",
     )
+    parser.add_argument(
+        "--pretrained",
+        metavar="FILE|train",
+        help="start from word2vec embeddings (model.pretrained_embeddings; "
+        "the CBOW context table too when the model has one): a word2vec "
+        "FILE (text, or binary if named .bin), or 'train': first train "
+        "gensim word2vec of model.embedding_dim on the run's training "
+        "split, kept in the run directory (the paper does not say what "
+        "text its embeddings were trained on)",
+    )
     return parser
 
 
@@ -116,9 +129,13 @@ def resolve_config(args, presets=None, preset=None):
 def run_train(args, presets=None, preset=None):
     """Resolves the config from parsed ``train`` arguments and trains."""
     config = resolve_config(args, presets, preset)
+    if args.pretrained:
+        config = with_pretrained(config, args.pretrained)
     if args.print_config:
         print(config.to_json())
         return 0
+    if args.pretrained == TRAIN_WORD2VEC:
+        ensure_run_word2vec(config)
     train(config, resume=not args.no_resume)
     return 0
 

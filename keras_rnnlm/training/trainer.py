@@ -36,6 +36,8 @@ from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import validate_model_config
 from keras_rnnlm.models.context import idf_layers
 from keras_rnnlm.models.context import set_context_idf
+from keras_rnnlm.models.pretrained import apply_pretrained_embeddings
+from keras_rnnlm.models.pretrained import describe as describe_pretrained
 from keras_rnnlm.models.samplers import has_targets_input
 from keras_rnnlm.models.samplers import set_sampler_counts
 from keras_rnnlm.models.weights import model_parameters
@@ -241,12 +243,16 @@ def train(config, callbacks=(), resume=True, init_weights=None):
     elif init_weights:
         model.load_weights(init_weights)
         print(f"Starting from {init_weights}")
+    meta = {"resumed_at": initial_epoch, "parameters": n_params}
+    if not (skip or initial_epoch or init_weights):  # a fresh run
+        pretrained = apply_pretrained_embeddings(
+            model, corpus.vocab, config.model
+        )
+        if pretrained:
+            print(describe_pretrained(pretrained))
+            meta["pretrained_embeddings"] = pretrained
     cbs = [
-        RunMetadata(
-            out,
-            config.to_dict(),
-            {"resumed_at": initial_epoch, "parameters": n_params},
-        ),
+        RunMetadata(out, config.to_dict(), meta),
         ResetStates(),
         nan_guard,
         regularizers,
