@@ -208,6 +208,16 @@ class TrainConfig:
             epoch ends only). A run killed at any point then loses at most
             this much work.
         checkpoint_every_steps: the same every this many batches.
+        distribute: ``none`` (one device) or ``data_parallel``: the
+            streams split over every device through
+            ``keras.distribution`` (JAX backend only;
+            :mod:`keras_rnnlm.training.distribute`).
+        distribute_coordinator: with several processes, process 0's
+            ``host:port`` (else ``$KERAS_DISTRIBUTION_JOB_ADDRESSES``).
+        distribute_num_processes: the number of processes (else
+            ``$KERAS_DISTRIBUTION_NUM_PROCESSES``; ``None``: one).
+        distribute_process_id: this process's index (else
+            ``$KERAS_DISTRIBUTION_PROCESS_ID``); 0 writes the run.
     """
 
     epochs: int = 13
@@ -229,6 +239,10 @@ class TrainConfig:
     stop_on_nonmono: bool = False
     checkpoint_every_minutes: float | None = 20.0
     checkpoint_every_steps: int | None = None
+    distribute: str = "none"
+    distribute_coordinator: str | None = None
+    distribute_num_processes: int | None = None
+    distribute_process_id: int | None = None
 
     def __post_init__(self):
         _check_fields(self)
@@ -463,6 +477,10 @@ FIELD_CHECKS = {
         "stop_on_nonmono": _Bool(),
         "checkpoint_every_minutes": _optional(_POSITIVE),
         "checkpoint_every_steps": _optional(_SIZE),
+        "distribute": _Str(("none", "data_parallel")),
+        "distribute_coordinator": _optional(_Str()),
+        "distribute_num_processes": _optional(_SIZE),
+        "distribute_process_id": _optional(_Int(lo=0)),
     },
 }
 

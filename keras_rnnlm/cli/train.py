@@ -85,6 +85,12 @@ def add_train_options(parser, preset_flags=("--preset",)):
         help="start from scratch even if the run directory has a checkpoint",
     )
     parser.add_argument(
+        "--distribute",
+        choices=("none", "data_parallel"),
+        help="train.distribute: data_parallel splits the streams over "
+        "every device (JAX backend; docs/distributed.md)",
+    )
+    parser.add_argument(
         "--print-config",
         action="store_true",
         help="print the resolved config and exit",
@@ -113,6 +119,8 @@ def resolve_config(args, presets=None, preset=None):
         overrides.append(f"data.data_dir={args.data_dir}")
     if args.out:
         overrides.append(f"train.out_dir={args.out}")
+    if args.distribute:
+        overrides.append(f"train.distribute={args.distribute}")
     if presets is None and getattr(args, "config", None):
         if getattr(args, "recipe", None) or args.preset:
             raise UsageError("give a RECIPE (with --preset) or --config")

@@ -50,6 +50,9 @@ from keras_rnnlm.runs import evaluate_run
 from keras_rnnlm.runs import load_run_corpus
 from keras_rnnlm.runs import make_evaluator
 from keras_rnnlm.runs import sentence_starts_of
+from keras_rnnlm.training.distribute import distribution_scope
+from keras_rnnlm.training.distribute import make_distribution
+from keras_rnnlm.training.distribute import shards_evenly
 
 OPTIMIZERS = ("sgd", "adam")
 
@@ -193,9 +196,29 @@ def train(config, callbacks=(), resume=True, init_weights=None):
         init_weights: a ``.weights.h5`` file to start from (finetuning);
             ignored when resuming from a checkpoint.
 
+    With ``train.distribute = "data_parallel"`` (JAX), the model is
+    built, trained and validated under the data-parallel
+    ``keras.distribution`` (:mod:`keras_rnnlm.training.distribute`); the
+    final evaluation too when its batch sizes split over the devices,
+    else on one device.
+
     Returns:
         The results dict (also in ``results.json``).
     """
+    distribution = make_distribution(config)
+    with distribution_scope(distribution):
+        corpus = _train(config, callbacks, resume, init_weights)
+    d = config.data
+    even = all(
+        shards_evenly(distribution, b)
+        for b in (d.eval_batch_size or d.batch_size, d.test_batch_size)
+    )
+    with distribution_scope(distribution if even else None):
+        return evaluate_run(config.train.out_dir, config=config, corpus=corpus)
+
+
+def _train(config, callbacks, resume, init_weights):
+    """Trains ``config`` (see :func:`train`); returns the loaded corpus."""
     out = config.train.out_dir
     os.makedirs(out, exist_ok=True)
     if resume:
@@ -283,7 +306,7 @@ def train(config, callbacks=(), resume=True, init_weights=None):
         raise TrainingDivergedError(
             _divergence_message(nan_guard, checkpoint, best)
         )
-    return evaluate_run(out, config=config, corpus=corpus)
+    return corpus
 
 
 def _divergence_message(nan_guard, checkpoint, best):
