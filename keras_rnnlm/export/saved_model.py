@@ -30,6 +30,9 @@ through ``keras.export.ExportArchive`` with these **stateless** endpoints
     ``bos_ids`` (``[B]``, the token to feed first); ``step(token_ids [B, T],
     state_...)`` -> ``log_probs`` (``[B, T, V]``, the distribution after
     each input token) and the new states. Streaming clients keep the state.
+    A CBOW context's state (``state_kinds`` ``"token_ids"``: the last K
+    word ids, float32, ``-1`` for none) is one of them, checked to hold
+    whole numbers in ``[-1, V)``.
 
 Every endpoint checks its inputs in the graph before tokenising or running
 a loop: the rank of each input (``EnsureShape``), a non-empty batch of at
@@ -389,6 +392,32 @@ class _Graph:
         out["bos_ids"] = tf.fill(tf.reshape(batch, [1]), bos)
         return out
 
+    def _id_state_checks(self, state, name):
+        """A ``token_ids`` state (a CBOW context's last K words): whole
+        numbers in ``[-1, vocab_size)``, ``-1`` for "no word yet"."""
+        tf = self.tf
+        return [
+            # A cast round trip (NaN is never equal to it): no new op.
+            tf.debugging.assert_equal(
+                state,
+                tf.cast(tf.cast(state, tf.int32), state.dtype),
+                message=f"{name} holds token ids: whole numbers (or -1)",
+            ),
+            tf.debugging.assert_greater_equal(
+                state,
+                -1.0,
+                message=f"{name} holds token ids: -1 (no word) or more",
+            ),
+            tf.debugging.assert_less(
+                state,
+                float(self.vocab_size),
+                message=(
+                    f"{name} holds token ids: id >= vocabulary size "
+                    f"{self.vocab_size}"
+                ),
+            ),
+        ]
+
     def step(self, inputs):
         tf = self.tf
         token_ids = self._rank(inputs["token_ids"], ["B", "T"], "token_ids")
@@ -413,8 +442,10 @@ class _Graph:
             )
         )
         states = []
-        for name, dims in zip(
-            self.inference.state_names, self.inference.state_shapes
+        for name, dims, kind in zip(
+            self.inference.state_names,
+            self.inference.state_shapes,
+            self.inference.state_kinds,
         ):
             state = self._rank(
                 inputs[name], ["B"] + [str(d) for d in dims], name
@@ -427,6 +458,8 @@ class _Graph:
                     " with B the token_ids rows",
                 )
             )
+            if kind == "token_ids":
+                checks.extend(self._id_state_checks(state, name))
             states.append(state)
         token_ids, *states = self._after(checks, token_ids, *states)
         logits, final = self.inference(token_ids, states)
@@ -594,5 +627,6 @@ def _metadata(scorer, xla, limits):
         "tokenization": scorer.tokenization.to_dict(),
         "state_names": scorer.inference.state_names,
         "state_shapes": [list(s) for s in scorer.inference.state_shapes],
+        "state_kinds": list(scorer.inference.state_kinds),
         "time_buckets": [list(b) for b in scorer.time_buckets],
     }

@@ -226,6 +226,10 @@ class CBOWContext(keras.layers.Layer):
     def state_size(self):
         return [self.window]
 
+    #: What the state holds, for the scoring graph and the export
+    #: (:mod:`keras_rnnlm.scoring.inference_model`): token ids, not floats.
+    state_kinds = ("token_ids",)
+
     @property
     def variables(self):
         variables = super().variables

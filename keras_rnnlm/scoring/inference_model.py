@@ -26,7 +26,12 @@ does -- the package's fused ``LSTM``, ``MultiplicativeRNN``, Keras's
   of shape ``(batch, ...)``;
 * ``call(x, initial_state=[...])`` starting from those states, returning
   ``(outputs, *final_states)`` when ``return_state`` is set;
-* the same weights, in the same order (``get_weights``), as its twin.
+* the same weights, in the same order (``get_weights``), as its twin;
+* optionally ``state_kinds``, one entry per state: ``"recurrent"`` (the
+  default: any float32 values) or ``"token_ids"`` (float32 token ids, whole
+  numbers in ``[-1, vocab_size)`` with ``-1`` for "no word": the last
+  ``K`` words of :class:`~keras_rnnlm.layers.cbow_context.CBOWContext`),
+  which the export checks on its streaming inputs.
 
 The recurrent layers are those of
 :func:`~keras_rnnlm.models.state.outer_recurrent_layers`, the ones
@@ -49,6 +54,8 @@ from keras_rnnlm.models.state import is_recurrent_layer  # noqa: F401
 from keras_rnnlm.models.state import outer_recurrent_layers
 
 STATE_PREFIX = "state"
+#: What a state tensor holds (``InferenceModel.state_kinds``).
+STATE_KINDS = ("recurrent", "token_ids")
 
 
 class GatherPositions(keras.layers.Layer):
@@ -90,6 +97,18 @@ def _initial_values(layer):
     ]
 
 
+def _state_kinds(layer, count):
+    """The layer's ``state_kinds`` (default: ``"recurrent"`` for each of
+    its ``count`` states), checked."""
+    kinds = tuple(getattr(layer, "state_kinds", ("recurrent",) * count))
+    if len(kinds) != count or not set(kinds) <= set(STATE_KINDS):
+        raise ValueError(
+            f"Layer {layer.name!r} has {count} state(s) but state_kinds "
+            f"{kinds!r}; each must be one of {STATE_KINDS}"
+        )
+    return kinds
+
+
 class InferenceModel:
     """A stateless language model with explicit recurrent state.
 
@@ -113,6 +132,10 @@ class InferenceModel:
             :func:`build_inference_model`).
         initial_values: the per-example initial value of each state
             (``None``: zeros), what the recurrent layers start from.
+        state_kinds: what each state holds, one of :data:`STATE_KINDS`
+            (``None``: all ``"recurrent"``); ``"token_ids"`` states (a
+            CBOW context's last ``K`` ids) are float32 whole numbers in
+            ``[-1, vocab_size)``.
     """
 
     def __init__(
@@ -123,6 +146,7 @@ class InferenceModel:
         vocab_size,
         portable=False,
         initial_values=None,
+        state_kinds=None,
     ):
         self.model = model
         self.state_names = list(state_names)
@@ -134,6 +158,16 @@ class InferenceModel:
         self.initial_values = [
             np.asarray(v, np.float32) for v in initial_values
         ]
+        if state_kinds is None:
+            state_kinds = ["recurrent"] * len(self.state_names)
+        self.state_kinds = list(state_kinds)
+        if len(self.state_kinds) != len(self.state_names) or not set(
+            self.state_kinds
+        ) <= set(STATE_KINDS):
+            raise ValueError(
+                f"state_kinds {self.state_kinds} must give one of "
+                f"{STATE_KINDS} per state {self.state_names}"
+            )
 
     def initial_states(self, batch_size):
         """The states a sequence starts from (the layers' own initial
@@ -211,11 +245,12 @@ def build_inference_model(model, portable=False):
         )
 
     twins = {}
-    names, shapes, values, inputs = [], [], [], {}
+    names, shapes, values, kinds, inputs = [], [], [], [], {}
     for i, layer in enumerate(layers):
         twin = _twin(layer, portable)
         twins[id(layer)] = (i, twin)
         layer_values = _initial_values(layer)
+        kinds.extend(_state_kinds(layer, len(layer_values)))
         state_inputs = []
         for k, value in enumerate(layer_values):
             shape = tuple(int(d) for d in value.shape)
@@ -310,4 +345,6 @@ def build_inference_model(model, portable=False):
         name=f"{model.name}_infer",
     )
     vocab_size = logits.shape[-1]
-    return InferenceModel(graph, names, shapes, vocab_size, portable, values)
+    return InferenceModel(
+        graph, names, shapes, vocab_size, portable, values, kinds
+    )
