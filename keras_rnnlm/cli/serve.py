@@ -6,11 +6,16 @@
         [--max-enqueued 256] [--num-threads 4]
         [--max-body-bytes N] [--max-rows N] [--max-sentence-tokens N]
         [--request-timeout S] [--poll-seconds S] [--no-warmup]
+        [--warmup-seconds S]
         [--access-log FILE]
 
 MODEL_BASE_DIR holds numeric version subdirectories (``keras-rnnlm export
 RUN models/NAME/1``); the highest is served and a new one is picked up
-while running. SIGTERM (or Ctrl-C) lets in-flight requests finish.
+while running. Each version is warmed up before it is served: its
+``assets.extra/tf_serving_warmup_requests`` (TF Serving's format) is
+replayed, then every time bucket up to ``--max-sentence-tokens`` is called
+once (within ``--warmup-seconds``). SIGTERM (or Ctrl-C) lets in-flight
+requests finish.
 """
 
 import logging
@@ -21,6 +26,7 @@ from keras_rnnlm.cli.errors import UsageError
 from keras_rnnlm.cli.train import add_command
 from keras_rnnlm.cli.train import options_of
 from keras_rnnlm.serving import Limits
+from keras_rnnlm.serving.warmup import WARMUP_SECONDS
 
 
 def _logging(access_path):
@@ -53,6 +59,8 @@ def _serve(args):
 
     if not os.path.isdir(args.base_dir):
         raise FileNotFoundError(f"No model base directory at {args.base_dir!r}")
+    if args.warmup_seconds < 0:
+        raise UsageError("--warmup-seconds must be >= 0")
     for flag in ("max_batch_size", "max_enqueued", "num_threads", "max_rows"):
         if getattr(args, flag) < 1:
             raise UsageError(f"--{flag.replace('_', '-')} must be >= 1")
@@ -71,7 +79,7 @@ def _serve(args):
         **options_of(
             args,
             "host rest_port grpc_port max_batch_size max_enqueued "
-            "num_threads poll_seconds drain_seconds",
+            "num_threads poll_seconds drain_seconds warmup_seconds",
         ),
     )
     serve_forever(server)
@@ -113,5 +121,17 @@ def add_serve_command(sub):
         help="how often to look for a new version (0: never)",
     )
     s.add_argument("--drain-seconds", type=float, default=30.0)
-    s.add_argument("--no-warmup", action="store_true")
+    s.add_argument(
+        "--no-warmup",
+        action="store_true",
+        help="serve a version without warming it up (no warm-up file "
+        "replay, no bucket calls)",
+    )
+    s.add_argument(
+        "--warmup-seconds",
+        type=float,
+        default=WARMUP_SECONDS,
+        help="time budget of the bucket warm-up of one version, shortest "
+        "buckets first (default: %(default)s)",
+    )
     s.add_argument("--access-log", help="file (default: stderr)")

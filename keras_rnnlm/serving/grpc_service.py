@@ -19,6 +19,7 @@ from tensorflow_serving.apis import status_pb2
 
 from keras_rnnlm.serving.errors import ServingError
 from keras_rnnlm.serving.requests import check_inputs
+from keras_rnnlm.serving.requests import from_tensor_protos
 
 _STATES = get_model_status_pb2.ModelVersionStatus.State
 
@@ -54,27 +55,7 @@ class _Predictions(prediction_service_pb2_grpc.PredictionServiceServicer):
             signature = service.signature(
                 servable, request.model_spec.signature_name or "serving_default"
             )
-            arrays = {}
-            for name, proto in request.inputs.items():
-                if name not in signature.inputs:
-                    raise ServingError(
-                        "INVALID_ARGUMENT",
-                        f"signature {signature.name!r} has no input {name!r} "
-                        f"(inputs: {sorted(signature.inputs)})",
-                    )
-                want = signature.inputs[name][0]
-                if proto.dtype != want.as_datatype_enum:
-                    raise ServingError(
-                        "INVALID_ARGUMENT",
-                        f"input {name} must be {want.name}; got "
-                        f"{tf.dtypes.as_dtype(proto.dtype).name}",
-                    )
-                try:
-                    arrays[name] = tf.make_ndarray(proto)
-                except Exception as e:  # noqa: BLE001  (a malformed proto)
-                    raise ServingError(
-                        "INVALID_ARGUMENT", f"input {name}: {e}"
-                    ) from None
+            arrays = from_tensor_protos(signature, request.inputs)
             check_inputs(signature, arrays, service.limits, servable)
             future = service.engine.submit(signature, arrays)
             try:

@@ -233,6 +233,30 @@ def parse_predict(body, signature_of, limits):
     return signature, arrays, has_rows
 
 
+def from_tensor_protos(signature, protos):
+    """The ``inputs`` map of a gRPC ``PredictRequest`` (``{name:
+    TensorProto}``) -> NumPy arrays, each name and dtype checked against
+    ``signature``."""
+    arrays = {}
+    for name, proto in protos.items():
+        if name not in signature.inputs:
+            raise _bad(
+                f"signature {signature.name!r} has no input {name!r} "
+                f"(inputs: {sorted(signature.inputs)})"
+            )
+        want = signature.inputs[name][0]
+        if proto.dtype != want.as_datatype_enum:
+            raise _bad(
+                f"input {name} must be {want.name}; got "
+                f"{tf.dtypes.as_dtype(proto.dtype).name}"
+            )
+        try:
+            arrays[name] = tf.make_ndarray(proto)
+        except Exception as e:  # noqa: BLE001  (a malformed proto)
+            raise _bad(f"input {name}: {e}") from None
+    return arrays
+
+
 def _is_b64(value):
     return isinstance(value, dict) and set(value) == {"b64"}
 

@@ -18,6 +18,10 @@ import tensorflow as tf
 
 from keras_rnnlm.export.saved_model import METADATA_ASSET
 from keras_rnnlm.serving.errors import ServingError
+from keras_rnnlm.serving.requests import Limits
+from keras_rnnlm.serving.warmup import WARMUP_SECONDS
+from keras_rnnlm.serving.warmup import replay_warmup_file
+from keras_rnnlm.serving.warmup import warm_up_buckets
 
 # TF Serving's ModelVersionStatus.State names.
 START, LOADING, AVAILABLE, UNLOADING, END = (
@@ -101,32 +105,13 @@ class Servable:
     def tokenization(self):
         return self.metadata.get("tokenization", {}).get("mode", "whitespace")
 
-    def warm_up(self):
-        """One call per signature and per time bucket (up to 64 tokens) of
-        the scoring signatures, so that the first requests do not pay for
-        function instantiation."""
-
-        sigs = self.signatures
-        word = "a" if self.tokenization != "whitespace" else "a "
-        buckets = sorted(
-            {1, 4, 8, 16, 24, 32, 48, 64}
-            | {int(b[0]) for b in self.metadata.get("time_buckets", []) if b[0]}
-        )
-        for n in [b for b in buckets if b <= 64]:
-            text = tf.constant([(word * n).strip()])
-            if "score_text" in sigs:
-                sigs["score_text"].fn(sentences=text)
-        if "next_token_logprobs" in sigs:
-            sigs["next_token_logprobs"].fn(prefixes=tf.constant(["a"]))
-        if "score_ids" in sigs:
-            sigs["score_ids"].fn(
-                token_ids=tf.zeros([1, 2], tf.int32),
-                lengths=tf.constant([2], tf.int32),
-            )
-        if "initial_state" in sigs and "step" in sigs:
-            state = sigs["initial_state"].fn(batch_size=tf.constant(1))
-            bos = state.pop("bos_ids")
-            sigs["step"].fn(token_ids=tf.reshape(bos, [1, 1]), **state)
+    def warm_up(self, max_steps, seconds=WARMUP_SECONDS, limits=None):
+        """Replays the version's TF Serving warm-up file (if any), then
+        warms up its time buckets (see :mod:`keras_rnnlm.serving.warmup`).
+        Returns ``(records replayed or None, WarmupReport)``; a file that
+        cannot be replayed raises :class:`WarmupError`."""
+        records = replay_warmup_file(self, limits)
+        return records, warm_up_buckets(self, max_steps, seconds)
 
 
 class ModelManager:
@@ -136,18 +121,36 @@ class ModelManager:
         name: the model name of the API.
         base_dir: directory of numeric version subdirectories.
         poll_seconds: how often to look for a new version (0: never).
-        warm_up: call every signature once after loading.
-        on_event: ``f(message)`` for load/swap/failure reports.
+        warm_up: before serving a version, replay its
+            ``assets.extra/tf_serving_warmup_requests`` (if any) and call
+            the scoring signatures once per time bucket that a request
+            within ``limits`` can reach.
+        on_event: ``f(message)`` for load/swap/failure/warm-up reports.
+        limits: the server's :class:`Limits` (the longest sentence bounds
+            the buckets warmed up; warm-up requests are checked against
+            them).
+        warmup_seconds: time budget of the bucket warm-up of one version
+            (shortest buckets first; the rest compile on first use).
     """
 
     def __init__(
-        self, name, base_dir, poll_seconds=1.0, warm_up=True, on_event=None
+        self,
+        name,
+        base_dir,
+        poll_seconds=1.0,
+        warm_up=True,
+        on_event=None,
+        limits=None,
+        warmup_seconds=WARMUP_SECONDS,
     ):
         self.name = name
         self.base_dir = os.fspath(base_dir)
         self.poll_seconds = float(poll_seconds)
         self.warm_up = bool(warm_up)
         self.on_event = on_event or (lambda message: None)
+        self.limits = limits or Limits()
+        self.warmup_seconds = float(warmup_seconds)
+        self.warmups = {}  # version -> (records replayed, WarmupReport)
         self._lock = threading.Lock()
         self._current = None
         self._loaded = {}  # version -> Servable still reachable
@@ -181,7 +184,22 @@ class ModelManager:
         try:
             servable = Servable(version, path)
             if self.warm_up:
-                servable.warm_up()
+                # Steps of the longest sentence: its tokens and <eos>.
+                records, report = servable.warm_up(
+                    self.limits.max_sentence_tokens + 1,
+                    self.warmup_seconds,
+                    self.limits,
+                )
+                self.warmups[version] = (records, report)
+                replayed = (
+                    "no warm-up file"
+                    if records is None
+                    else f"{records} warm-up file records replayed"
+                )
+                self.on_event(
+                    f"model {self.name!r} version {version} warm-up: "
+                    f"{replayed}; {report.summary()}"
+                )
         except Exception as e:  # noqa: BLE001  (any failure: keep serving)
             self._tried[version] = stamp
             message = f"{type(e).__name__}: {e}".splitlines()[0]

@@ -21,6 +21,7 @@ from keras_rnnlm.serving.grpc_service import start_grpc_server
 from keras_rnnlm.serving.requests import Limits
 from keras_rnnlm.serving.rest import build_app
 from keras_rnnlm.serving.servables import ModelManager
+from keras_rnnlm.serving.warmup import WARMUP_SECONDS
 
 access_log = logging.getLogger("keras_rnnlm.serving.access")
 events = logging.getLogger("keras_rnnlm.serving")
@@ -69,7 +70,10 @@ class Server:
             batching options.
         limits: :class:`~keras_rnnlm.serving.requests.Limits`.
         poll_seconds: how often to look for a new version (0: never).
-        warm_up: call every signature once per loaded version.
+        warm_up: warm each loaded version up before serving it (its
+            ``assets.extra`` warm-up file, then every time bucket; see
+            :mod:`keras_rnnlm.serving.warmup`).
+        warmup_seconds: time budget of one version's bucket warm-up.
         drain_seconds: how long a stop waits for in-flight requests.
     """
 
@@ -89,15 +93,19 @@ class Server:
         poll_seconds=1.0,
         warm_up=True,
         drain_seconds=30.0,
+        warmup_seconds=WARMUP_SECONDS,
     ):
         self.host = host
         self.drain_seconds = float(drain_seconds)
+        limits = limits or Limits()
         self.models = ModelManager(
             model_name,
             base_dir,
             poll_seconds=poll_seconds,
             warm_up=warm_up,
             on_event=events.info,
+            limits=limits,
+            warmup_seconds=warmup_seconds,
         )
         self.engine = Engine(
             batching=batching,
@@ -106,7 +114,7 @@ class Server:
             max_enqueued=max_enqueued,
             num_threads=num_threads,
         )
-        self.service = Service(self.models, self.engine, limits or Limits())
+        self.service = Service(self.models, self.engine, limits)
         self._want_rest, self._want_grpc = rest_port, grpc_port
         self.rest_port = self.grpc_port = None
         self._grpc = None
