@@ -23,8 +23,9 @@ DESCRIPTION = (
     "Trains gensim word2vec on a corpus's training split, tokens exactly "
     "as the language model sees them (<unk>, one <eos> per line), one "
     "sentence per line, and writes a word2vec file for "
-    "model.pretrained_embeddings (or --pretrained FILE). The paper "
-    "(arXiv:2106.08927) does not say what text its word2vec embeddings "
+    "model.pretrained_embeddings (or --pretrained FILE). The CBOW "
+    "context paper (On the long-term learning ability of LSTM LMs, "
+    "arXiv:2106.08927) does not say what text its word2vec embeddings "
     "were trained on."
 )
 

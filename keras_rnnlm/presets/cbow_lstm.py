@@ -31,6 +31,12 @@ Our readings, where the paper is silent:
   :mod:`keras_rnnlm.data.sentences`), while the CBOW window runs on
   across sentences (the module's purpose: "sentence-level training,
   where the hidden states are reset to zero after each sentence").
+* **Pretrained init.** Not a preset: ``--pretrained FILE|train`` of the
+  recipe (``model.pretrained_embeddings``,
+  :mod:`keras_rnnlm.training.pretrained`) starts "the word embeddings"
+  (both tables with the module) from word2vec vectors; the paper does
+  not say what text they were trained on (``train``: the training
+  split).
 """
 
 from keras_rnnlm.presets.merge import merge
