@@ -248,7 +248,9 @@ def _feature_masking(args):
 
 
 def _context_words(args):
-    rows = context_words_run(args.run_dir, args.text, args.top, args.weights)
+    rows = context_words_run(
+        args.run_dir, args.text, args.top, args.weights, args.content_words
+    )
     for word, cosine in rows:
         print(f"{word}\t{cosine:.4f}")
     return 0
@@ -385,3 +387,8 @@ def add_evaluation_commands(sub):
     c.add_argument("text", help="whitespace-tokenised text")
     c.add_argument("--top", type=int, default=5)
     c.add_argument("--weights", help="weights file (default best.weights.h5)")
+    c.add_argument(
+        "--content-words",
+        action="store_true",
+        help="rank only words of letters outside gensim's stop-word list",
+    )
