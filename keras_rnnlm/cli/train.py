@@ -143,7 +143,7 @@ def run_train(args, presets=None, preset=None):
         print(config.to_json())
         return 0
     if args.pretrained == TRAIN_WORD2VEC:
-        ensure_run_word2vec(config)
+        ensure_run_word2vec(config, resume=not args.no_resume)
     train(config, resume=not args.no_resume)
     return 0
 

@@ -17,6 +17,7 @@ import os
 from keras_rnnlm.data.word2vec import save_word2vec
 from keras_rnnlm.data.word2vec import train_word2vec
 from keras_rnnlm.runs import load_run_corpus
+from keras_rnnlm.training.trainer import check_resumable
 
 #: ``--pretrained train``: train word2vec for the run.
 TRAIN = "train"
@@ -48,10 +49,14 @@ def with_pretrained(config, source):
     return config.replace(model=model)
 
 
-def ensure_run_word2vec(config, corpus=None):
+def ensure_run_word2vec(config, corpus=None, resume=True):
     """Trains the run's word2vec file (:func:`run_word2vec_path`) unless
     it exists; returns its path. ``corpus``: the run's corpus, if already
-    loaded."""
+    loaded. With ``resume``, a run directory holding the checkpoint of
+    another run is refused first (as :func:`~keras_rnnlm.training.train`
+    would), before anything is written there."""
+    if resume:
+        check_resumable(config)
     path = run_word2vec_path(config)
     if os.path.isfile(path):
         print(f"Using the run's word2vec file {path}")

@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_rnnlm.config import ConfigError
 from keras_rnnlm.config import apply_overrides
 from keras_rnnlm.data.word2vec import save_word2vec
 from keras_rnnlm.data.word2vec import train_word2vec
@@ -141,3 +142,17 @@ def test_run_word2vec_is_trained_once(run_config, capsys):
     assert os.stat(path).st_mtime_ns == stamp
     assert "Using the run's word2vec file" in capsys.readouterr().out
     shutil.rmtree(cfg.train.out_dir)
+
+
+def test_run_word2vec_is_not_written_into_another_runs_directory(
+    run_config,
+):
+    out = run_config.train.out_dir
+    os.makedirs(os.path.join(out, "checkpoint"))
+    with open(os.path.join(out, "config.json"), "w") as f:
+        f.write(run_config.to_json())  # a random-init run
+    cfg = with_pretrained(run_config, "train")
+    with pytest.raises(ConfigError, match="model.pretrained_embeddings"):
+        ensure_run_word2vec(cfg)
+    assert not os.path.exists(run_word2vec_path(cfg))
+    assert os.path.isfile(ensure_run_word2vec(cfg, resume=False))
