@@ -74,6 +74,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_rnnlm.data.sentences import SentenceResetSequence
 from keras_rnnlm.data.streams import LMSequence
 from keras_rnnlm.evaluation.cache_pointer import CacheEvaluator
 from keras_rnnlm.evaluation.cache_pointer import CacheStream
@@ -87,6 +88,7 @@ from keras_rnnlm.models.weights import copy_weights
 from keras_rnnlm.models.weights import load_weights_file
 from keras_rnnlm.runs import atomic_write_text
 from keras_rnnlm.runs import open_run
+from keras_rnnlm.runs import sentence_starts_of
 
 VARIANTS = ("rms", "sgd")
 STATISTICS = ("mean", "sum")
@@ -522,6 +524,12 @@ class DynamicEvaluator:
             the elementwise update: 1.8x the tokens/s of the plain
             ``tf.function`` on a Zaremba-small PTB model on CPU). JAX
             steps are always jitted.
+        sentence_starts: a sentence-level model (``data.state_reset =
+            "sentence"``): ``starts(ids)``, where the sentences of a
+            split start; both models read the reset mask (as the
+            :class:`~keras_rnnlm.evaluator.Evaluator`'s), so the
+            recurrent state starts again at every sentence while the
+            weights keep adapting.
 
     Example:
 
@@ -545,6 +553,7 @@ class DynamicEvaluator:
         statistics=DEFAULTS["statistics"],
         char_level=False,
         jit_compile=True,
+        sentence_starts=None,
     ):
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {VARIANTS}")
@@ -567,8 +576,13 @@ class DynamicEvaluator:
         self.statistics = statistics
         self.char_level = bool(char_level)
         self.jit_compile = bool(jit_compile)
+        self.sentence_starts = sentence_starts
         self.model = build_language_model(
-            model_config, vocab_size, 1, name="rnnlm_dynamic_eval"
+            model_config,
+            vocab_size,
+            1,
+            name="rnnlm_dynamic_eval",
+            reset_input=sentence_starts is not None,
         )
         self._steps = _make_steps(self.model, jit_compile)
         self._keyed_steps = None
@@ -604,6 +618,14 @@ class DynamicEvaluator:
             "grad_batches": self.grad_batches,
             "statistics": self.statistics,
         }
+
+    def _stream(self, ids, batch_size, bptt):
+        """The padded windows of ``ids`` (with the reset mask of a
+        sentence-level model)."""
+        if self.sentence_starts is None:
+            return LMSequence(ids, batch_size, bptt, pad_to=bptt)
+        starts = self.sentence_starts(ids)
+        return SentenceResetSequence(ids, batch_size, bptt, starts, pad_to=bptt)
 
     def load_weights(self, path):
         """Loads trained weights (a ``.weights.h5`` of the run's model, any
@@ -644,15 +666,11 @@ class DynamicEvaluator:
                 self.vocab_size,
                 self.grad_batch_size,
                 name="rnnlm_gradient_statistics",
+                reset_input=self.sentence_starts is not None,
             )
             self._stat_steps = _make_steps(self._stat_model, self.jit_compile)
         copy_weights(self.model, self._stat_model)
-        stream = LMSequence(
-            train_ids,
-            self.grad_batch_size,
-            self.grad_bptt,
-            pad_to=self.grad_bptt,
-        )
+        stream = self._stream(train_ids, self.grad_batch_size, self.grad_bptt)
         n = len(stream)
         if self.grad_batches is not None:
             n = min(n, self.grad_batches)
@@ -728,7 +746,7 @@ class DynamicEvaluator:
         ids = np.asarray(ids)
         if max_tokens is not None:
             ids = ids[: int(max_tokens) + 1]
-        stream = LMSequence(ids, 1, self.bptt, pad_to=self.bptt)
+        stream = self._stream(ids, 1, self.bptt)
         theta0 = self.get_weights()
         if self.variant == "rms":
             ms, decrate = self.ms, clip_decay_rates(self.decrate, self.lamb)
@@ -839,10 +857,14 @@ def dynamic_evaluate_run(
     weights = weights or os.path.join(run_dir, "best.weights.h5")
     if not os.path.exists(weights):
         raise FileNotFoundError(f"No weights at {weights}")
+    starts = None
+    if config.data.state_reset == "sentence":  # as runs.make_evaluator
+        starts = sentence_starts_of(corpus)
     kw = dict(
         vocab_size=len(corpus.vocab),
         char_level=corpus.is_char_level,
         jit_compile=jit_compile,
+        sentence_starts=starts,
     )
     hyper = {k: v for k, v in hyperparameters.items() if v is not None}
     if preset:
@@ -867,6 +889,7 @@ def dynamic_evaluate_run(
             1,
             ev.bptt,
             char_level=corpus.is_char_level,
+            sentence_starts=starts,
         )
         sev.load_weights(weights)
         scored = ids if max_tokens is None else ids[: int(max_tokens) + 1]
@@ -877,6 +900,7 @@ def dynamic_evaluate_run(
                 len(corpus.vocab),
                 ev.bptt,
                 char_level=corpus.is_char_level,
+                sentence_starts=starts,
             )
             cev.load_weights(weights)
             result["static_cache"] = cev.evaluate(scored, cache)

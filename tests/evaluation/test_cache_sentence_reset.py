@@ -130,3 +130,35 @@ def test_cache_evaluate_run_of_a_sentence_level_run(sentence_run):
     assert plain["tokens"] == want["tokens"]
     assert plain["ppl"] == pytest.approx(want["ppl"], rel=1e-4)
     assert os.path.basename(plain["weights"]) == "best.weights.h5"
+
+
+@pytest.mark.slow  # ~8-17 s: XLA-compiled dynamic steps
+def test_dynamic_eval_of_a_sentence_level_run(sentence_run):
+    """lr 0: the dynamic pass (with and without the cache) is the static
+    sentence-level model; ``static`` and ``static_cache`` read the mask
+    too."""
+    from keras_rnnlm.evaluation.dynamic import dynamic_evaluate_run
+    from keras_rnnlm.runs import make_evaluator
+    from keras_rnnlm.runs import open_run
+
+    r = dynamic_evaluate_run(
+        sentence_run,
+        split="valid",
+        variant="sgd",
+        lr=0.0,
+        lamb=0.0,
+        bptt=6,
+        max_tokens=50,
+        static=True,
+        cache=CacheConfig(20, 0.5, 0.3),
+        write=False,
+    )
+    config, corpus = open_run(sentence_run)
+    ev = make_evaluator(config, corpus, 1, bptt=6)
+    ev.load_weights(os.path.join(sentence_run, "best.weights.h5"))
+    want = ev.evaluate(corpus.valid[:51])
+    assert r["tokens"] == want["tokens"] == 50
+    assert r["without_cache"]["ppl"] == pytest.approx(want["ppl"], rel=1e-4)
+    assert r["static"]["ppl"] == pytest.approx(want["ppl"], rel=1e-4)
+    assert r["ppl"] == pytest.approx(r["static_cache"]["ppl"], rel=1e-4)
+    assert r["ppl"] != pytest.approx(want["ppl"], rel=1e-4)
