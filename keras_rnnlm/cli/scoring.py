@@ -5,6 +5,7 @@ keras-rnnlm score MODEL [FILE] [--json] [--no-bos] [--no-eos]
 keras-rnnlm rescore MODEL NBEST [--lm-weight W] [--word-penalty P]
     [--reference REF] [--out FILE]
 keras-rnnlm export RUN_DIR OUT/NAME/VERSION [--top-k K] [--overwrite]
+    [--no-warmup-file] [--warmup-max-length N]
 
 MODEL is a run directory (``config.json``, ``vocab.json``,
 ``best.weights.h5``) or an exported SavedModel directory; FILE ``-`` or
@@ -165,7 +166,9 @@ def _export(args):
         args.run_dir,
         args.out,
         **options_of(
-            args, "weights top_k xla max_batch_size max_tokens overwrite"
+            args,
+            "weights top_k xla max_batch_size max_tokens overwrite warmup "
+            "warmup_max_length",
         ),
     )
     print(f"Exported SavedModel to {path}")
@@ -245,3 +248,17 @@ def add_scoring_commands(sub):
         "memory (default %(default)s)",
     )
     e.add_argument("--overwrite", action="store_true")
+    e.add_argument(
+        "--no-warmup-file",
+        dest="warmup",
+        action="store_false",
+        help="do not write assets.extra/tf_serving_warmup_requests (the "
+        "requests TF Serving replays at load)",
+    )
+    e.add_argument(
+        "--warmup-max-length",
+        type=int,
+        default=None,
+        help="longest padded length of the warm-up requests (default: "
+        "--max-tokens)",
+    )

@@ -34,6 +34,11 @@ through ``keras.export.ExportArchive`` with these **stateless** endpoints
     word ids, float32, ``-1`` for none) is one of them, checked to hold
     whole numbers in ``[-1, V)``.
 
+The export also writes ``assets.extra/tf_serving_warmup_requests``
+(:mod:`keras_rnnlm.export.warmup`), the requests TF Serving replays when it
+loads the version: every signature, the time buckets up to the token
+budget.
+
 Every endpoint checks its inputs in the graph before tokenising or running
 a loop: the rank of each input (``EnsureShape``), a non-empty batch of at
 most ``max_batch_size`` rows, and ``rows x padded length <= max_tokens``
@@ -60,6 +65,10 @@ import tempfile
 import keras
 import numpy as np
 
+from keras_rnnlm.export.warmup import WARMUP_FILE
+from keras_rnnlm.export.warmup import warmup_lengths
+from keras_rnnlm.export.warmup import warmup_requests
+from keras_rnnlm.export.warmup import write_warmup_file
 from keras_rnnlm.scoring.inference_model import build_inference_model
 from keras_rnnlm.scoring.scorer import Scorer
 from keras_rnnlm.scoring.scorer import token_log_probs
@@ -509,6 +518,8 @@ def export_saved_model(
     max_tokens=MAX_TOKENS,
     overwrite=False,
     verbose=False,
+    warmup=True,
+    warmup_max_length=None,
 ):
     """Exports a run (or a :class:`Scorer`) as a servable SavedModel.
 
@@ -537,6 +548,12 @@ def export_saved_model(
             serve`` does).
         overwrite: replace an existing export at ``path``.
         verbose: let Keras print the exported variables.
+        warmup: write ``assets.extra/tf_serving_warmup_requests``, the
+            requests TF Serving replays when it loads the version
+            (:mod:`keras_rnnlm.export.warmup`: every signature, the time
+            buckets up to the token budget).
+        warmup_max_length: the longest padded length the warm-up requests
+            reach (default and at most ``max_tokens``).
 
     Returns:
         ``path``.
@@ -573,6 +590,19 @@ def export_saved_model(
             scorer.batch_size,
             scorer.time_buckets,
         )
+    requests, warmup_meta = None, None
+    if warmup:
+        warmup_max = limits["max_tokens"]
+        if warmup_max_length is not None:
+            if int(warmup_max_length) < 1:
+                raise ValueError("warmup_max_length must be >= 1")
+            warmup_max = min(int(warmup_max_length), warmup_max)
+        requests = warmup_requests(scorer, limits, max_length=warmup_max)
+        warmup_meta = {
+            "file": f"assets.extra/{WARMUP_FILE}",
+            "records": len(requests),
+            "lengths": warmup_lengths(scorer.time_buckets, warmup_max),
+        }
     path = os.fspath(path)
     if os.path.exists(path):
         if not overwrite:
@@ -593,7 +623,9 @@ def export_saved_model(
         _write_vocab(scorer.vocab, vocab_path)
         meta_path = os.path.join(tmp, METADATA_ASSET)
         with open(meta_path, "w") as f:
-            json.dump(_metadata(scorer, xla, limits), f, indent=2)
+            meta = _metadata(scorer, xla, limits)
+            meta["warmup"] = warmup_meta
+            json.dump(meta, f, indent=2)
         with tf.device("/CPU:0"):
             graph = _Graph(scorer, vocab_path, top_k, limits)
             archive = keras.export.ExportArchive()
@@ -607,6 +639,8 @@ def export_saved_model(
                     name, getattr(graph, name), input_signature=[spec]
                 )
             archive.write_out(path, verbose=verbose)
+        if requests is not None:
+            write_warmup_file(path, requests)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return path
