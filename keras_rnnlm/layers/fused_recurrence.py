@@ -75,12 +75,16 @@ class FusedRecurrence:
     * ``forward_only``, a runtime mode, not configuration (see
       :func:`keras_rnnlm.layers.recurrence.set_forward_only`);
     * :meth:`inner_loop`, which runs :meth:`fused_inner_loop` (the
-      subclass's fast path) or :meth:`generic_inner_loop`.
+      subclass's fast path) or :meth:`generic_inner_loop`;
+    * the sentence-level reset mask (``layer(x, reset=r)``, see
+      :meth:`call`): a call with one runs :meth:`reset_inner_loop`, the
+      subclass's per-step loop with the state reset where sentences
+      start.
 
     A subclass calls :meth:`init_fused` at the end of its ``__init__`` and
-    implements :meth:`fused_inner_loop`; it extends
-    :meth:`fast_path_blockers` with what else its fast path cannot do and
-    :attr:`fused_modes` with its own variants of the fast path.
+    implements :meth:`fused_inner_loop` and :meth:`reset_inner_loop`; it
+    extends :meth:`fast_path_blockers` with what else its fast path cannot
+    do and :attr:`fused_modes` with its own variants of the fast path.
     """
 
     #: Accepted values of ``fused``.
@@ -117,7 +121,49 @@ class FusedRecurrence:
             self.fused, self.fast_path_blockers(mask), self
         )
 
+    def call(
+        self,
+        sequences,
+        initial_state=None,
+        mask=None,
+        training=False,
+        reset=None,
+    ):
+        """``keras.layers.RNN.call``, plus the sentence-level reset mask
+        ``reset`` (batch, time): 1.0 where a sentence starts, where the
+        state goes back to its initial value before reading
+        ``sequences[:, t]`` (the carried state too, at ``t = 0``). A call
+        with a mask runs :meth:`reset_inner_loop`; one without is
+        unchanged."""
+        if reset is None:
+            return super().call(
+                sequences,
+                initial_state=initial_state,
+                mask=mask,
+                training=training,
+            )
+        blockers = self.fast_path_blockers(mask)
+        if blockers:
+            raise ValueError(
+                f"{type(self).__name__} {self.name!r}: a reset mask needs "
+                f"the fused configuration; remove {', '.join(blockers)}"
+            )
+        # RNN.call does the state bookkeeping (initial / carried state,
+        # stateful assignment, return_state); inner_loop reads the mask.
+        self._reset_mask = reset
+        try:
+            return super().call(
+                sequences, initial_state=initial_state, training=training
+            )
+        finally:
+            self._reset_mask = None
+
     def inner_loop(self, sequences, initial_state, mask, training=False):
+        reset = getattr(self, "_reset_mask", None)
+        if reset is not None:
+            return self.reset_inner_loop(
+                sequences, initial_state, reset, training
+            )
         if self.use_fast_path(mask):
             return self.fused_inner_loop(sequences, initial_state, training)
         return self.generic_inner_loop(sequences, initial_state, mask, training)
@@ -125,6 +171,13 @@ class FusedRecurrence:
     def fused_inner_loop(self, sequences, initial_state, training=False):
         """The fast path; returns ``(last_output, outputs, new_states)``
         as ``keras.layers.RNN.inner_loop`` does."""
+        raise NotImplementedError
+
+    def reset_inner_loop(self, sequences, initial_state, reset, training):
+        """The loop of a call with a reset mask (see :meth:`call`),
+        usually :func:`~keras_rnnlm.layers.recurrence.reset_recurrence`
+        over the hoisted input projection; returns ``(last_output,
+        outputs, new_states)``."""
         raise NotImplementedError
 
     def generic_inner_loop(self, sequences, initial_state, mask, training):

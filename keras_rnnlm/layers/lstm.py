@@ -15,7 +15,7 @@ from keras import ops
 from keras_rnnlm.layers.fused_recurrence import FusedRecurrence
 from keras_rnnlm.layers.fused_recurrence import value_of
 from keras_rnnlm.layers.recurrence import lstm_recurrence
-from keras_rnnlm.layers.recurrence import scan
+from keras_rnnlm.layers.recurrence import lstm_reset_recurrence
 from keras_rnnlm.layers.stateful import TrackedStateMixin
 from keras_rnnlm.layers.stateful import state_snapshot
 
@@ -48,9 +48,11 @@ class LSTM(FusedRecurrence, TrackedStateMixin, keras.layers.LSTM):
     time), 1.0 where a sentence starts, sets the state to its initial
     (zero) value before reading ``x[:, t]`` where ``r[:, t] = 1`` (the
     carried state included, at ``t = 0``). A call with a reset mask runs a
-    per-step loop (the package's ``scan`` over the hoisted input projection,
-    with the call's recurrent kernel, weight-dropped or not), not the
-    fused loop; a call without one is unchanged.
+    per-step loop differentiated by autodiff
+    (:func:`~keras_rnnlm.layers.recurrence.lstm_reset_recurrence` over the
+    hoisted input projection, with the call's recurrent kernel,
+    weight-dropped or not), not the fused loop with its hand-written
+    backward pass; a call without one is unchanged.
 
     Args:
         units: Positive integer, dimensionality of the output space.
@@ -72,45 +74,6 @@ class LSTM(FusedRecurrence, TrackedStateMixin, keras.layers.LSTM):
     def __init__(self, units, fused="auto", **kwargs):
         super().__init__(units, **kwargs)
         self.init_fused(fused)
-        self._reset_mask = None
-
-    def call(
-        self,
-        sequences,
-        initial_state=None,
-        mask=None,
-        training=False,
-        reset=None,
-    ):
-        if reset is None:
-            return super().call(
-                sequences,
-                initial_state=initial_state,
-                mask=mask,
-                training=training,
-            )
-        blockers = self.fast_path_blockers(mask)
-        if blockers:
-            raise ValueError(
-                f"{type(self).__name__} {self.name!r}: a reset mask needs "
-                f"the fused configuration; remove {', '.join(blockers)}"
-            )
-        # RNN.call does the state bookkeeping (initial / carried state,
-        # stateful assignment, return_state); inner_loop reads the mask.
-        self._reset_mask = reset
-        try:
-            return super().call(
-                sequences, initial_state=initial_state, training=training
-            )
-        finally:
-            self._reset_mask = None
-
-    def inner_loop(self, sequences, initial_state, mask, training=False):
-        if self._reset_mask is None:
-            return super().inner_loop(sequences, initial_state, mask, training)
-        return self.reset_inner_loop(
-            sequences, initial_state, self._reset_mask, training
-        )
 
     def reset_inner_loop(self, sequences, initial_state, reset, training):
         """The LSTM over ``sequences`` with the state zeroed where
@@ -118,24 +81,7 @@ class LSTM(FusedRecurrence, TrackedStateMixin, keras.layers.LSTM):
         proj = self.input_projection(sequences)
         rk = self.recurrent_kernel_tensor(training, proj.dtype)
         h0, c0 = (state_snapshot(s, proj.dtype) for s in initial_state)
-        keep = 1.0 - ops.cast(reset, proj.dtype)
-        xs = (
-            ops.transpose(proj, (1, 0, 2)),
-            ops.transpose(ops.expand_dims(keep, -1), (1, 0, 2)),
-        )
-
-        def step(carry, x):
-            h, c = carry
-            z_x, k = x
-            h, c = h * k, c * k
-            z = z_x + ops.matmul(h, rk)
-            z_i, z_f, z_c, z_o = ops.split(z, 4, axis=-1)
-            c = ops.sigmoid(z_f) * c + ops.sigmoid(z_i) * ops.tanh(z_c)
-            h = ops.sigmoid(z_o) * ops.tanh(c)
-            return (h, c), (h,)
-
-        (h_t, c_t), (outputs,) = scan(step, (h0, c0), xs)
-        outputs = ops.transpose(outputs, (1, 0, 2))
+        outputs, h_t, c_t = lstm_reset_recurrence(proj, h0, c0, rk, reset)
         return h_t, outputs, [h_t, c_t]
 
     def recurrent_kernel_for_call(self, training=False):

@@ -59,6 +59,7 @@ from keras import ops
 
 from keras_rnnlm.layers.fused_recurrence import resolve_fast_path
 from keras_rnnlm.layers.recurrence import lstm_recurrence
+from keras_rnnlm.layers.recurrence import lstm_reset_recurrence
 from keras_rnnlm.layers.stateful import state_snapshot
 from keras_rnnlm.layers.stateful import with_static_batch
 from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
@@ -149,6 +150,13 @@ class MajorMinorLSTM(keras.layers.Layer):
             embeddings]`` (for a first layer both are the embeddings).
         initial_state: optional list of the states (see ``return_state``).
         training: draw weight-drop masks (``True``) or use the raw kernels.
+        reset: optional sentence-level reset mask (batch, time), 1.0 where
+            a sentence starts: both branches go back to the zero state
+            before reading that step (the carried state too, at ``t = 0``),
+            as in :class:`~keras_rnnlm.layers.lstm.LSTM`; the call then runs
+            a per-step loop differentiated by autodiff (the branches' or,
+            with fused branches, the block-diagonal one), not the fused
+            loop with its hand-written backward pass.
 
     Example:
 
@@ -302,7 +310,7 @@ class MajorMinorLSTM(keras.layers.Layer):
 
     # -- call -----------------------------------------------------------
 
-    def call(self, inputs, initial_state=None, training=None):
+    def call(self, inputs, initial_state=None, training=None, reset=None):
         major_in, minor_in = self._split(inputs)
         states = [None, None]
         if initial_state is not None:
@@ -314,16 +322,20 @@ class MajorMinorLSTM(keras.layers.Layer):
                 )
             states = [initial_state[:2], initial_state[2:]]
         if self._fused(major_in):
-            out, final = self._fused_call(major_in, minor_in, states, training)
+            out, final = self._fused_call(
+                major_in, minor_in, states, training, reset
+            )
             if self.return_state:
                 return [out, *final]
             return out
+        # the reset mask only when given: an unmasked call is unchanged
+        masked = {} if reset is None else {"reset": reset}
         out, *final = self.major(
-            major_in, initial_state=states[0], training=training
+            major_in, initial_state=states[0], training=training, **masked
         )
         if self.minor is not None:
             minor_out, *minor_final = self.minor(
-                minor_in, initial_state=states[1], training=training
+                minor_in, initial_state=states[1], training=training, **masked
             )
             out = ops.concatenate([out, minor_out], axis=-1)
             final += minor_final
@@ -353,10 +365,12 @@ class MajorMinorLSTM(keras.layers.Layer):
         ]
         return resolve_fast_path(mode, blockers, self, argument="fuse_branches")
 
-    def _fused_call(self, major_in, minor_in, states, training):
+    def _fused_call(self, major_in, minor_in, states, training, reset=None):
         """Both branches as one LSTM loop with a block-diagonal recurrent
         kernel; returns ``(output, [h_major, c_major, h_minor, c_minor])``
-        and updates the carried state like the branch layers would."""
+        and updates the carried state like the branch layers would. With a
+        ``reset`` mask the loop is
+        :func:`~keras_rnnlm.layers.recurrence.lstm_reset_recurrence`."""
         major, minor = self.major, self.minor
         ha, hi = major.units, minor.units
         carried = states[0] is None and self.stateful
@@ -400,9 +414,14 @@ class MajorMinorLSTM(keras.layers.Layer):
         init = [state_snapshot(s, dtype) for s in init]
         h0 = ops.concatenate([init[0], init[2]], axis=-1)
         c0 = ops.concatenate([init[1], init[3]], axis=-1)
-        outputs, h_t, c_t = lstm_recurrence(
-            proj, h0, c0, kernel, forward_only=major.forward_only
-        )
+        if reset is None:
+            outputs, h_t, c_t = lstm_recurrence(
+                proj, h0, c0, kernel, forward_only=major.forward_only
+            )
+        else:
+            outputs, h_t, c_t = lstm_reset_recurrence(
+                proj, h0, c0, kernel, reset
+            )
         final = [h_t[:, :ha], c_t[:, :ha], h_t[:, ha:], c_t[:, ha:]]
         if self.stateful and major.states is not None:
             # As keras.layers.RNN: a stateful layer keeps its final state,

@@ -693,6 +693,14 @@ class MultiCellLSTM(FusedRecurrence, keras.layers.RNN):
     aside), and so does ``fused="auto"`` with a mask, ``go_backwards`` or
     ``unroll`` (``fused=True`` raises there).
 
+    Sentence-level state reset: ``layer(x, reset=r)`` with ``r`` (batch,
+    time), 1.0 where a sentence starts, sets the state back to its initial
+    value (``h = 0`` and the ``initial_cells``) before reading ``x[:, t]``
+    where ``r[:, t] = 1`` (the carried state included, at ``t = 0``), for
+    every selection strategy. Such a call runs :meth:`reset_inner_loop`, a
+    per-step loop differentiated by autodiff, not the hand-written backward
+    loop; a call without a mask is unchanged.
+
     Args:
         units: number of nodes.
         fused: ``"auto"`` (default): the fast path with the hand-written
@@ -803,6 +811,39 @@ class MultiCellLSTM(FusedRecurrence, keras.layers.RNN):
                 xs_tm, *states, weights, spec
             )
         outputs = ops.transpose(outputs_tm, (1, 0, 2))
+        return last[0], outputs, list(last)
+
+    def reset_inner_loop(self, sequences, initial_state, reset, training):
+        """The steps of the fast path (same projection, same noise draws)
+        with the state back to ``h = 0`` and the configured initial cells
+        where ``reset`` (batch, time) is 1
+        (:func:`~keras_rnnlm.layers.recurrence.reset_recurrence`, a
+        per-step loop differentiated by autodiff: the hand-written backward
+        loop takes no mask)."""
+        cell = self.cell
+        projected = cell.project_inputs(sequences)
+        dtype = projected.dtype
+        if cell.samples(training):
+            noise = cell.selection_noise(
+                tuple(ops.shape(projected)[:-1]) + (cell.units,), dtype
+            )
+            projected = ops.concatenate([projected, noise], axis=-1)
+        weights = tuple(ops.cast(w, dtype) for w in cell.step_weights())
+        spec = cell.step_spec(training)
+        initial = None
+        if cell.initial_cells != "zeros":
+            initial = tuple(cell.get_initial_state(1))
+
+        def step(x, states):
+            return multicell_step(x[0], states, weights, spec)
+
+        outputs, last = recurrence.reset_recurrence(
+            step,
+            (projected,),
+            tuple(state_snapshot(s, dtype) for s in initial_state),
+            reset,
+            initial=initial,
+        )
         return last[0], outputs, list(last)
 
     def get_config(self):

@@ -513,6 +513,14 @@ class MultiplicativeRNN(FusedRecurrence, TrackedStateMixin, keras.layers.RNN):
     ("naive") ``keras.layers.RNN`` loop, which ``fused="auto"`` uses with a
     mask, ``go_backwards`` or ``unroll`` (``fused=True`` raises there).
 
+    Sentence-level state reset: ``layer(x, reset=r)`` with ``r`` (batch,
+    time), 1.0 where a sentence starts, sets the state to zero before
+    reading ``x[:, t]`` where ``r[:, t] = 1`` (the carried state included,
+    at ``t = 0``), as :class:`~keras_rnnlm.layers.lstm.LSTM` does. Such a
+    call runs :meth:`reset_inner_loop`, a per-step loop over the hoisted
+    input projection differentiated by autodiff, not the compiled loop with
+    its hand-written backward pass; a call without a mask is unchanged.
+
     Args:
         cell: a :class:`MultiplicativeCell` instance.
         fused: ``"auto"`` (default): the fast path when possible;
@@ -555,4 +563,27 @@ class MultiplicativeRNN(FusedRecurrence, TrackedStateMixin, keras.layers.RNN):
             tuple(ops.cast(w, dtype) for w in weights),
         )
         outputs = ops.transpose(outputs_tm, (1, 0, 2))
+        return last[0], outputs, list(last)
+
+    def reset_inner_loop(self, sequences, initial_state, reset, training):
+        """The cell's steps over the projected inputs with the state zeroed
+        where ``reset`` (batch, time) is 1
+        (:func:`~keras_rnnlm.layers.recurrence.reset_recurrence`, a
+        per-step loop differentiated by autodiff: the hand-written backward
+        passes take no mask)."""
+        cell = self.cell
+        projected = cell.project_inputs(sequences)
+        dtype = projected.dtype
+        weights = tuple(ops.cast(w, dtype) for w in cell.step_weights())
+        dims = cell._dims()
+
+        def step(x, states):
+            return cell.step_fn(x[0], states, weights, dims)
+
+        outputs, last = recurrence.reset_recurrence(
+            step,
+            (projected,),
+            tuple(state_snapshot(s, dtype) for s in initial_state),
+            reset,
+        )
         return last[0], outputs, list(last)

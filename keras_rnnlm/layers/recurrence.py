@@ -450,3 +450,66 @@ def set_forward_only(layer, enabled=True):
             sub.forward_only = bool(enabled)
             n += 1
     return n
+
+
+def reset_recurrence(step, xs, states, reset, initial=None):
+    """A recurrence whose state goes back to its initial value where a
+    sentence starts (sentence-level training, arXiv:2106.08927, Sec. 3.1).
+
+    The one loop every recurrent layer of the package runs for a call with
+    a reset mask: a per-step :func:`scan`, differentiated by the backend's
+    autodiff (the fused loops' hand-written backward passes take no mask).
+    Before reading ``xs[:, t]``, the state of row ``b`` is set to
+    ``initial`` where ``reset[b, t] = 1`` (at ``t = 0`` too: the reset
+    replaces the initial or carried ``states``); elsewhere it is carried
+    unchanged (multiplied by exactly 1).
+
+    Args:
+        step: ``step(x_t, states) -> (y_t, new_states)``; ``x_t`` the tuple
+            of this step's rows of ``xs``, ``states`` a tuple of tensors.
+        xs: tuple of batch-major (B, T, ...) inputs (projected).
+        states: tuple of (B, N) states at ``t = 0``.
+        reset: (B, T), 1.0 where a sentence starts, else 0.0.
+        initial: tuple of the states a reset restores, each broadcastable
+            to its state's shape ((1, N) for one value for every row);
+            ``None``: zeros.
+
+    Returns:
+        ``(outputs, last_states)``: (B, T, N) outputs ``y_t`` and the tuple
+        of the states after the last step.
+    """
+    states = tuple(states)
+    dtype = states[0].dtype
+    keep = 1.0 - ops.cast(reset, dtype)
+    keep_tm = ops.expand_dims(ops.transpose(keep, (1, 0)), -1)
+    xs_tm = tuple(ops.swapaxes(x, 0, 1) for x in xs)
+
+    def body(carry, inputs):
+        *x, k = inputs
+        if initial is None:
+            carry = tuple(s * k for s in carry)
+        else:
+            carry = tuple(
+                s * k + ops.cast(s0, dtype) * (1.0 - k)
+                for s, s0 in zip(carry, initial)
+            )
+        y, new = step(tuple(x), carry)
+        return tuple(new), (y,)
+
+    last, (ys,) = scan(body, states, (*xs_tm, keep_tm))
+    return ops.swapaxes(ys, 0, 1), tuple(last)
+
+
+def lstm_reset_recurrence(proj, h0, c0, recurrent_kernel, reset):
+    """:func:`lstm_recurrence` with the state zeroed where ``reset``
+    (B, T) is 1 (see :func:`reset_recurrence`, whose per-step autodiff
+    loop it runs); same arguments and results."""
+    units = ops.shape(h0)[-1]
+
+    def step(x, states):
+        h, c = states
+        h, c, _ = lstm_update(x[0] + ops.matmul(h, recurrent_kernel), c, units)
+        return h, (h, c)
+
+    outputs, (h_t, c_t) = reset_recurrence(step, (proj,), (h0, c0), reset)
+    return outputs, h_t, c_t

@@ -44,8 +44,20 @@ RNN_INITS = (None, "pytorch")
 INPUT_ENCODINGS = ("embedding", "one_hot")
 #: ``model.context["type"]`` values: the CBOW context of arXiv:2106.08927.
 CONTEXT_TYPES = ("cbow",)
-#: Registry layers that take a sentence-level reset mask (``reset_input``).
-RESET_CELLS = ("lstm", "weight_drop_lstm")
+#: Registry layers that take a sentence-level reset mask (``reset_input``):
+#: every layer of the package (Keras's own ``keras_lstm``, ``gru`` and
+#: ``simple_rnn`` do not).
+RESET_CELLS = (
+    "lstm",
+    "weight_drop_lstm",
+    "mmlstm",
+    "multicell_lstm",
+    "mrnn",
+    "mlstm",
+    "tmlstm",
+    "mgru",
+    "tmgru",
+)
 #: Cells whose weights ``model.weight_dropout`` drops (DropConnect).
 WEIGHT_DROP_CELLS = ("lstm", "weight_drop_lstm", "mmlstm")
 

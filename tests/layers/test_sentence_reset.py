@@ -120,3 +120,167 @@ def test_other_cells_are_refused():
     cfg = ModelConfig(embedding_dim=4, hidden_sizes=[4], cell="gru")
     with pytest.raises(ConfigError, match="reset"):
         build_language_model(cfg, 20, B, reset_input=True)
+
+
+# -- every recurrent layer of the package ------------------------------
+
+
+def _layers():
+    """``{id: make(**kw)}``: one layer per registry family and variant
+    (the multi-cell ones from non-zero initial cells, which a reset must
+    restore)."""
+    from keras_rnnlm.layers.major_minor_lstm import MajorMinorLSTM
+    from keras_rnnlm.layers.multicell_lstm import STRATEGIES
+    from keras_rnnlm.layers.multicell_lstm import MultiCellLSTM
+    from keras_rnnlm.layers.multiplicative import CELLS
+    from keras_rnnlm.layers.multiplicative import MultiplicativeRNN
+
+    makers = {}
+    for fuse in (False, True):
+        makers[f"mmlstm-fuse{fuse}"] = lambda fuse=fuse, **kw: MajorMinorLSTM(
+            H + 1,
+            major_proportion=0.5,
+            minor_input="previous",
+            weight_dropout=0.3,
+            seed=2,
+            fuse_branches=fuse,
+            **kw,
+        )
+    for name, cell in CELLS.items():
+        makers[name] = lambda cell=cell, **kw: MultiplicativeRNN(
+            cell(H, intermediate_size=4), **kw
+        )
+    multicell = {
+        "num_cells": 3,
+        "initial_cells": "linspace",
+        "initial_cells_scale": 0.5,
+        "random_inference": "mean",
+        "seed": 3,
+    }
+    for strategy in STRATEGIES:
+        makers[f"multicell-{strategy}"] = lambda s=strategy, **kw: (
+            MultiCellLSTM(H, **{**multicell, "strategy": s, **kw})
+        )
+    return makers
+
+
+LAYERS = _layers()
+
+
+#: Sentences of four steps (so that they are scored alone in one call);
+#: row 1 starts one at t = 0.
+EVEN_STARTS = [(0, 4), (0, 8), (1, 0), (1, 4), (1, 8)]
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_every_layer_scores_a_sentence_in_a_stream_as_alone(name):
+    layer = LAYERS[name](return_sequences=True)
+    x = np.random.default_rng(5).normal(size=(B, T, D)).astype("float32")
+    r = np.zeros((B, T), "float32")
+    for b, t in EVEN_STARTS:
+        r[b, t] = 1.0
+    plain = ops.convert_to_numpy(layer(x))
+    got = ops.convert_to_numpy(layer(x, reset=r))
+    np.testing.assert_allclose(got[0, :4], plain[0, :4], atol=1e-5)
+    alone = ops.convert_to_numpy(
+        layer(np.stack([x[b, t : t + 4] for b, t in EVEN_STARTS]))
+    )
+    for k, (b, t) in enumerate(EVEN_STARTS):
+        np.testing.assert_allclose(got[b, t : t + 4], alone[k], atol=1e-5)
+    none = ops.convert_to_numpy(layer(x, reset=np.zeros((B, T), "float32")))
+    np.testing.assert_allclose(none, plain, atol=1e-5)
+    # Without a mask: the fused loop's output, bit for bit.
+    np.testing.assert_array_equal(plain, _fast_path_outputs(layer, x))
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_every_layer_resets_its_carried_state_at_t0(name):
+    layer = LAYERS[name](return_sequences=True, stateful=True)
+    x = np.random.default_rng(6).normal(size=(B, T, D)).astype("float32")
+    layer(x)  # some carried state
+    r = np.zeros((B, T), "float32")
+    r[:, 0] = 1.0
+    got = ops.convert_to_numpy(layer(x, reset=r))
+    carried = [ops.convert_to_numpy(s) for s in layer.states]
+    layer.reset_state()
+    want = ops.convert_to_numpy(layer(x))
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    # the reset call kept its final state, as an unmasked call does
+    for a, b in zip(carried, layer.states):
+        np.testing.assert_allclose(a, ops.convert_to_numpy(b), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_every_layer_trains_with_a_reset_mask(name):
+    import keras
+
+    if name == "multicell-random":  # the sampled selection in training
+        layer = LAYERS[name](return_sequences=True, random_inference="sample")
+    else:
+        layer = LAYERS[name](return_sequences=True)
+    inputs = keras.Input((T, D))
+    reset = keras.Input((T,))
+    model = keras.Model([inputs, reset], layer(inputs, reset=reset))
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.random.default_rng(7).normal(size=(B, T, D)).astype("float32")
+    units = layer.cell.units if hasattr(layer, "cell") else layer.units
+    y = np.ones((B, T, units), "float32")
+    before = [ops.convert_to_numpy(w) for w in layer.trainable_weights]
+    loss = model.train_on_batch([x, _reset()], y)
+    assert np.isfinite(loss)
+    after = [ops.convert_to_numpy(w) for w in layer.trainable_weights]
+    assert all(not np.allclose(a, b) for a, b in zip(after, before))
+
+
+def _fast_path_outputs(layer, x):
+    """The layer's output through its fused loop, called directly."""
+    from keras_rnnlm.layers.major_minor_lstm import MajorMinorLSTM
+
+    if isinstance(layer, MajorMinorLSTM):
+        if layer._fused(x):
+            out, _ = layer._fused_call(x, x, [None, None], False)
+            return ops.convert_to_numpy(out)
+        parts = [
+            b.fused_inner_loop(x, b.get_initial_state(B), False)[1]
+            for b in layer.branches
+        ]
+        return ops.convert_to_numpy(ops.concatenate(parts, axis=-1))
+    states = layer.cell.get_initial_state(B)
+    return ops.convert_to_numpy(layer.fused_inner_loop(x, states, False)[1])
+
+
+MODEL_CELLS = {
+    "mmlstm": {"cell": "mmlstm", "major_proportions": [0.5, 0.6]},
+    "mmlstm-wd": {
+        "cell": "mmlstm",
+        "major_proportions": [0.5, 1.0],
+        "weight_dropout": 0.3,
+    },
+    **{
+        c: {"cell": c, "cell_kwargs": {"intermediate_size": 4}}
+        for c in ("mrnn", "mlstm", "tmlstm", "mgru", "tmgru")
+    },
+    "multicell_lstm": {
+        "cell": "multicell_lstm",
+        "cell_kwargs": {"num_cells": 3, "initial_cells": "linspace"},
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_CELLS))
+def test_every_registry_model_scores_a_sentence_as_alone(name):
+    """Through the builder (both layers reset), for each registry name."""
+    cfg = _lm(**MODEL_CELLS[name])
+    model = build_language_model(cfg, 20, B, seed=0, reset_input=True)
+    alone = build_language_model(cfg, 20, None, stateful=False, seed=1)
+    copy_weights(model, alone)
+    x = np.random.default_rng(9).integers(0, 20, (B, T)).astype("int32")
+    r = np.zeros((B, T), "float32")
+    for b, t in EVEN_STARTS:
+        r[b, t] = 1.0
+    got = ops.convert_to_numpy(model({"tokens": x, "reset": r}))
+    want = ops.convert_to_numpy(
+        alone(np.stack([x[b, t : t + 4] for b, t in EVEN_STARTS]))
+    )
+    for k, (b, t) in enumerate(EVEN_STARTS):
+        np.testing.assert_allclose(got[b, t : t + 4], want[k], atol=1e-5)
