@@ -80,10 +80,69 @@ def main(argv=None):
             cells[-2] = f"`{_portable(cells[-2])}`"
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
+    lines += cbow_overhead_table(records)
     tables = "\n".join(lines)
     with open(os.path.join(HERE, "RESULTS.md"), "w") as f:
         f.write(HEADER + "\n" + tables)
     write_docs(tables)
+
+
+def cbow_overhead_table(records):
+    """Lines of the ``cbow overhead`` section: the latest record of each
+    variant, phase and thread setting of ``bench/cbow_overhead.py``
+    (``bench/results/cbow.jsonl``), tokens/s and the overhead against
+    the vanilla model, one column per thread setting; ``[]`` without
+    records."""
+    latest, threads = {}, []
+    for r in records:
+        if not r.get("name", "").startswith("cbow_wt2_"):
+            continue
+        t = str(r.get("threads"))
+        if t not in threads:
+            threads.append(t)
+        latest[(r["name"], r["model"], t)] = r
+    if not latest:
+        return []
+    lines = [
+        "## cbow overhead\n",
+        "Tokens/s (overhead against the vanilla model `none` of the same "
+        "child process, interleaved) by thread setting; the latest "
+        "record of each cell, from `python bench/cbow_overhead.py`.\n",
+        "| phase | variant | "
+        + " | ".join(f"threads {t}" for t in threads)
+        + " |",
+        "| --- | --- |" + " --- |" * len(threads),
+    ]
+    names = sorted({k[0] for k in latest}, key=lambda n: n.endswith("eval"))
+    models = list(dict.fromkeys(k[1] for k in latest))
+    for name in names:
+        for model in models:
+            cells = []
+            for t in threads:
+                r = latest.get((name, model, t))
+                cells.append(
+                    ""
+                    if r is None
+                    else f"{r['value']:,.0f} ({r['overhead_pct']:+.1f} %)"
+                )
+            if any(cells):
+                phase = name.rsplit("_", 1)[-1]
+                lines.append(
+                    f"| {phase} | {model} | " + " | ".join(cells) + " |"
+                )
+    loads = []
+    for t in threads:
+        r = next(
+            (r for k, r in latest.items() if k[2] == t and k[1] == "none"),
+            None,
+        )
+        if r is not None:
+            loads.append(
+                f"threads {t}: {r.get('date')}, load averages "
+                f"{r.get('load_start')} -> {r.get('load_end')}"
+            )
+    lines += ["", "; ".join(loads) + ".", ""]
+    return lines
 
 
 def _portable(command):
