@@ -105,12 +105,12 @@ class Servable:
     def tokenization(self):
         return self.metadata.get("tokenization", {}).get("mode", "whitespace")
 
-    def warm_up(self, max_steps, seconds=WARMUP_SECONDS, limits=None):
+    def warm_up(self, max_steps, seconds=WARMUP_SECONDS):
         """Replays the version's TF Serving warm-up file (if any), then
         warms up its time buckets (see :mod:`keras_rnnlm.serving.warmup`).
         Returns ``(records replayed or None, WarmupReport)``; a file that
         cannot be replayed raises :class:`WarmupError`."""
-        records = replay_warmup_file(self, limits)
+        records = replay_warmup_file(self)
         return records, warm_up_buckets(self, max_steps, seconds)
 
 
@@ -126,9 +126,8 @@ class ModelManager:
             the scoring signatures once per time bucket that a request
             within ``limits`` can reach.
         on_event: ``f(message)`` for load/swap/failure/warm-up reports.
-        limits: the server's :class:`Limits` (the longest sentence bounds
-            the buckets warmed up; warm-up requests are checked against
-            them).
+        limits: the server's :class:`Limits` (its longest sentence bounds
+            the buckets warmed up).
         warmup_seconds: time budget of the bucket warm-up of one version
             (shortest buckets first; the rest compile on first use).
     """
@@ -188,7 +187,6 @@ class ModelManager:
                 records, report = servable.warm_up(
                     self.limits.max_sentence_tokens + 1,
                     self.warmup_seconds,
-                    self.limits,
                 )
                 self.warmups[version] = (records, report)
                 replayed = (

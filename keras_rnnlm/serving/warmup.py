@@ -23,6 +23,7 @@ before a version is swapped in:
 import collections
 import dataclasses
 import os
+import sys
 import time
 
 import tensorflow as tf
@@ -45,6 +46,12 @@ MAX_WARMUP_RECORDS = 1000
 WARMUP_SECONDS = 60.0
 # The export's default token budget of one call, when its metadata has none.
 _DEFAULT_MAX_TOKENS = 8192
+# Signature checks only (the server's request limits do not apply).
+_UNLIMITED = Limits(
+    max_body_bytes=sys.maxsize,
+    max_rows=sys.maxsize,
+    max_sentence_tokens=sys.maxsize,
+)
 # The scoring signatures padded in time, and their string input.
 BUCKETED = (("score_text", "sentences"), ("next_token_logprobs", "prefixes"))
 
@@ -58,15 +65,18 @@ def warmup_file(path):
     return os.path.join(path, ASSETS_EXTRA, WARMUP_REQUESTS)
 
 
-def replay_warmup_file(servable, limits=None):
+def replay_warmup_file(servable):
     """Runs every request of ``servable``'s warm-up file; returns how many
     (None when it has no such file).
 
     A record is a serialized ``PredictionLog`` whose ``predict_log.request``
     names a signature (default ``serving_default``) and its inputs; the
     model name and version of its ``model_spec`` are ignored, as TF Serving
-    ignores them at warm-up. Raises :class:`WarmupError` naming the file and
-    the record.
+    ignores them at warm-up. Its inputs are checked against the signature
+    (names, dtypes, ranks) and the export's own limits (in the graph), not
+    against the server's per-request limits: the file belongs to the model
+    (an export's may warm up lengths up to its ``max_tokens``). Raises
+    :class:`WarmupError` naming the file and the record.
     """
     from google.protobuf.message import DecodeError
     from tensorflow_serving.apis import prediction_log_pb2
@@ -75,7 +85,6 @@ def replay_warmup_file(servable, limits=None):
     if not os.path.exists(path):
         return None
     where = f"{ASSETS_EXTRA}/{WARMUP_REQUESTS}"
-    limits = limits or Limits()
     count = 0
     try:
         for raw in tf.data.TFRecordDataset(path):
@@ -100,7 +109,7 @@ def replay_warmup_file(servable, limits=None):
                     "only predict_log records can be replayed (the server "
                     "answers Predict only)"
                 )
-            _replay(servable, log.predict_log.request, limits)
+            _replay(servable, log.predict_log.request)
     except tf.errors.DataLossError as e:
         raise WarmupError(
             f"{where} is not a valid TFRecord file (after {count} good "
@@ -113,7 +122,7 @@ def replay_warmup_file(servable, limits=None):
     return count
 
 
-def _replay(servable, request, limits):
+def _replay(servable, request):
     name = request.model_spec.signature_name or "serving_default"
     signature = servable.signatures.get(name)
     if signature is None:
@@ -123,7 +132,7 @@ def _replay(servable, request, limits):
             f"{sorted(servable.signatures)})",
         )
     arrays = from_tensor_protos(signature, request.inputs)
-    check_inputs(signature, arrays, limits, servable)
+    check_inputs(signature, arrays, _UNLIMITED, servable)
     call_signature(signature, arrays)
 
 

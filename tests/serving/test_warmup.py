@@ -74,8 +74,14 @@ def _expected_buckets(version_dir):
     return sorted(p for p in lengths if p <= limit)
 
 
-def test_warm_up_reaches_every_time_bucket(served_base):
-    base = served_base[1]
+def _base_without_warmup_file(served_base, tmp_path):
+    base = copy_base(served_base, tmp_path)
+    shutil.rmtree(os.path.join(base, "1", "assets.extra"), ignore_errors=True)
+    return base
+
+
+def test_warm_up_reaches_every_time_bucket(served_base, tmp_path):
+    base = _base_without_warmup_file(served_base, tmp_path)
     events = []
     mgr = _manager(base, events)
     assert mgr.load_latest()
@@ -96,9 +102,10 @@ def test_warm_up_reaches_every_time_bucket(served_base):
     assert "no warm-up file" in line[0]
 
 
-def test_warm_up_time_budget_is_bounded_and_logged(served_base):
+def test_warm_up_time_budget_is_bounded_and_logged(served_base, tmp_path):
     events = []
-    mgr = _manager(served_base[1], events, warmup_seconds=0)
+    base = _base_without_warmup_file(served_base, tmp_path)
+    mgr = _manager(base, events, warmup_seconds=0)
     assert mgr.load_latest()  # served all the same
     _, report = mgr.warmups[1]
     assert not report.complete
@@ -120,13 +127,28 @@ def test_warmup_file_is_replayed(served_base, tmp_path):
     ]
     _write_warmup(os.path.join(base, "1"), logs)
     events = []
-    mgr = _manager(base, events)
+    mgr = _manager(base, events, warmup_seconds=0)
     assert mgr.load_latest()
     records, _ = mgr.warmups[1]
     assert records == len(logs)
     assert any(
         f"{len(logs)} warm-up file records replayed" in e for e in events
     )
+
+
+@pytest.mark.slow
+def test_export_warmup_file_is_replayed(served_base):
+    """The file ``keras-rnnlm export`` writes is replayed whole, even its
+    requests longer than the server's --max-sentence-tokens."""
+    import tensorflow as tf
+
+    path = os.path.join(
+        served_base[1], "1", "assets.extra", "tf_serving_warmup_requests"
+    )
+    count = sum(1 for _ in tf.data.TFRecordDataset(path))
+    mgr = _manager(served_base[1], [], warmup_seconds=0)
+    assert mgr.load_latest()
+    assert mgr.warmups[1][0] == count > 0
 
 
 def test_warmup_requests_really_run(served_base, tmp_path):
@@ -142,7 +164,7 @@ def test_warmup_requests_really_run(served_base, tmp_path):
         ),
     ]
     _write_warmup(os.path.join(base, "1"), logs)
-    mgr = _manager(base, [])
+    mgr = _manager(base, [], warmup_seconds=0)
     assert not mgr.load_latest()
     ((version, state, code, message),) = mgr.status()
     assert (version, state) == (1, "END") and code != "OK"
@@ -153,9 +175,18 @@ def test_warmup_requests_really_run(served_base, tmp_path):
     "content, message",
     [
         (b"this is not a TFRecord file at all", "not a valid TFRecord"),
-        ("classify", "only predict_log records"),
-        ("not_a_proto", "is not a tensorflow.serving.PredictionLog"),
-        ("no_signature", "no signature 'nope'"),
+        # Slow: a server start each (~10-15 s on 2 cores).
+        pytest.param(
+            "classify", "only predict_log records", marks=pytest.mark.slow
+        ),
+        pytest.param(
+            "not_a_proto",
+            "is not a tensorflow.serving.PredictionLog",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            "no_signature", "no signature 'nope'", marks=pytest.mark.slow
+        ),
     ],
 )
 def test_bad_warmup_file_fails_only_that_version(
@@ -169,7 +200,7 @@ def test_bad_warmup_file_fails_only_that_version(
 
     from keras_rnnlm.serving import Server
 
-    base = copy_base(served_base, tmp_path)
+    base = _base_without_warmup_file(served_base, tmp_path)
     new = os.path.join(tmp_path, "v2")
     shutil.copytree(os.path.join(base, "1"), new)
     path = _write_warmup(new, [_predict_log("score_text", sentences=["a"])])
@@ -194,7 +225,7 @@ def test_bad_warmup_file_fails_only_that_version(
         rest_port=0,
         grpc_port=None,
         poll_seconds=0.2,
-        warmup_seconds=5,
+        warmup_seconds=0,  # buckets: see the first test
         drain_seconds=5,
     ).start()
     try:
