@@ -5,6 +5,7 @@ import functools
 import math
 
 import numpy as np
+import pytest
 from keras import ops
 
 from keras_rnnlm.config import ModelConfig
@@ -52,6 +53,33 @@ def test_sentence_level_run_with_cbow_context(tiny_config):
             "data.state_reset=sentence",
             "model.hidden_sizes=[16]",
             'model.context={"weighting": "uniform", "window": 12}',
+        ],
+    )
+    results = train(cfg)
+    assert math.isfinite(results["valid"]["ppl"])
+    assert math.isfinite(results["test"]["ppl"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "cell",
+    [
+        ["model.cell=mmlstm", "model.major_proportions=[0.75]"],
+        ["model.cell=mlstm"],
+        ["model.cell=multicell_lstm", 'model.cell_kwargs={"num_cells": 3}'],
+    ],
+    ids=["mmlstm", "mlstm", "multicell_lstm"],
+)
+def test_sentence_level_run_of_each_layer_family(tiny_config, cell):
+    """One epoch under ``data.state_reset = "sentence"`` for the Major-Minor,
+    multiplicative and multi-cell families (the builder refused them)."""
+    cfg = apply_overrides(
+        tiny_config,
+        [
+            "train.epochs=1",
+            "data.state_reset=sentence",
+            "model.hidden_sizes=[16]",
+            *cell,
         ],
     )
     results = train(cfg)
