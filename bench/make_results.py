@@ -81,6 +81,7 @@ def main(argv=None):
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     lines += cbow_overhead_table(records)
+    lines += export_variants_table(records)
     tables = "\n".join(lines)
     with open(os.path.join(HERE, "RESULTS.md"), "w") as f:
         f.write(HEADER + "\n" + tables)
@@ -143,6 +144,46 @@ def cbow_overhead_table(records):
             )
     lines += ["", "; ".join(loads) + ".", ""]
     return lines
+
+
+def export_variants_table(records):
+    """Lines of the ``export variants`` section: the latest record of each
+    thread setting and variant of ``bench/export_speed.py``
+    (``bench/results/export.jsonl``): batch-32 tokens/s and one-sentence
+    p50 / p90 (medians over the interleaved runs, each run's figure in
+    brackets) with the machine's load; ``[]`` without records."""
+    latest = {}
+    for r in records:
+        if r.get("name", "").startswith("export_score_text_"):
+            key = (str(r.get("threads_setting")), r["model"])
+            latest.setdefault(key, {})[r["kind"]] = r
+    if not latest:
+        return []
+    lines = [
+        "## export variants\n",
+        "`score_text` of the default export (generic loop) and of "
+        "`--xla`, each loaded in a fresh process; from `python "
+        "bench/export_speed.py` (latest record of each cell; TensorFlow "
+        "intra-op = inter-op threads of the setting, `default`: "
+        "TensorFlow's own; load: the 1-minute load average after each "
+        "run).\n",
+        "| threads | export | batch 32, tokens/s (runs) | one sentence "
+        "p50 / p90 ms (runs' p50) | load | date |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for (threads, model), kinds in latest.items():
+        tp, lat = kinds.get("throughput"), kinds.get("latency")
+        if tp is None or lat is None:
+            continue
+        runs = ", ".join(f"{v:,.0f}" for v in tp.get("runs", []))
+        p50s = ", ".join(f"{v:.1f}" for v in lat.get("runs_p50", []))
+        loads = ", ".join(f"{v:.1f}" for v in tp.get("load_averages", []))
+        lines.append(
+            f"| {threads} | {model.replace('saved_model_', '')} | "
+            f"{tp['value']:,.0f} ({runs}) | {lat['value']:.1f} / "
+            f"{lat['p90_ms']:.1f} ({p50s}) | {loads} | {tp.get('date')} |"
+        )
+    return lines + [""]
 
 
 def _portable(command):
