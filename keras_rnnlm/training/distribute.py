@@ -1,8 +1,7 @@
 """Data-parallel training through ``keras.distribution`` (JAX).
 
-``train.distribute = "data_parallel"`` trains on every local device (and,
-with several processes, on every device of every process) with Keras 3's
-distribution API, the engine Keras supports for this on JAX:
+``train.distribute = "data_parallel"`` trains on every local device with
+Keras 3's distribution API, the engine Keras supports for this on JAX:
 
 * the B training streams are split into contiguous blocks, one per
   device: the batch dimension of every input is sharded over a 1-D
@@ -31,7 +30,11 @@ masks, and the whole run, equal the single-device run of the same seed up
 to float summation order.
 
 On TensorFlow the package refuses ``data_parallel`` (see
-:func:`check_backend`); other backends too.
+:func:`check_backend`); other backends too. Several processes
+(``train.distribute_coordinator`` / ``_num_processes`` / ``_process_id``
+or Keras's ``KERAS_DISTRIBUTION_*`` variables) are validated and then
+refused (:func:`check_single_process`; docs/distributed.md says what the
+trainer lacks for them).
 """
 
 import contextlib
@@ -41,7 +44,6 @@ import keras
 
 from keras_rnnlm.config import ConfigError
 
-MODES = ("none", "data_parallel")
 BATCH_AXIS = "batch"
 # The carried-state variables: ``keras.layers.RNN``'s ``rnn_state``
 # (every recurrent layer of the package) and the CBOW context layer's
@@ -125,39 +127,20 @@ def _int(var, text):
         raise ConfigError(f"{var} must be an integer, got {text!r}") from None
 
 
-_initialized = []
+MULTI_PROCESS_MESSAGE = (
+    "train.distribute over {n} processes: keras.distribution.initialize "
+    "joins them, but the trainer does not yet feed each process its own "
+    "block of streams nor write the run directory from process 0 only; "
+    "use one process per host with all its devices (docs/distributed.md)"
+)
 
 
-def initialize_processes(train_config):
-    """Joins the other processes (``keras.distribution.initialize``) when
-    several are configured; once per Python process."""
-    coordinator, num_processes, process_id = process_settings(train_config)
-    if num_processes is None or num_processes == 1 or _initialized:
-        return
-    keras.distribution.initialize(
-        job_addresses=coordinator,
-        num_processes=num_processes,
-        process_id=process_id,
-    )
-    _initialized.append((coordinator, num_processes, process_id))
-
-
-def process_index():
-    """This process's index among the training processes (0: the one that
-    writes the run directory)."""
-    if keras.backend.backend() != "jax":
-        return 0
-    import jax  # JAX backend only (returned above)
-
-    return jax.process_index()
-
-
-def process_count():
-    if keras.backend.backend() != "jax":
-        return 1
-    import jax  # JAX backend only (returned above)
-
-    return jax.process_count()
+def check_single_process(train_config):
+    """ConfigError for a multi-process configuration (validated, not yet
+    run by the trainer: see docs/distributed.md)."""
+    _, num_processes, _ = process_settings(train_config)
+    if num_processes is not None and num_processes > 1:
+        raise ConfigError(MULTI_PROCESS_MESSAGE.format(n=num_processes))
 
 
 def check_divisible(config, n_devices):
@@ -195,12 +178,11 @@ def data_parallel_distribution(devices=None):
 
 def make_distribution(config):
     """The run's distribution (``None`` for ``train.distribute='none'``),
-    after the backend and divisibility checks; joins the other processes
-    first when several are configured."""
+    after the backend, process and divisibility checks."""
     if not is_distributed(config.train):
         return None
     check_backend(config.train)
-    initialize_processes(config.train)
+    check_single_process(config.train)
     devices = keras.distribution.list_devices()
     check_divisible(config, len(devices))
     return data_parallel_distribution(devices)

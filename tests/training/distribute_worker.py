@@ -1,0 +1,132 @@
+"""Run by tests/training/test_distribute.py in a JAX subprocess with
+several (virtual) CPU devices: trains one config on one device and data
+parallel, and writes what the test compares (losses per step, weights,
+results, the carried state's sharding) to ``OUT/NAME.npz``/``.json``.
+
+Usage: python distribute_worker.py CONFIG_JSON OUT NAME [NAME ...]
+where NAME is ``single`` (train.distribute=none), ``parallel``
+(data_parallel) or ``killed`` (data_parallel, killed at the batch
+``KILL_AT`` of the config's last epoch and resumed).
+"""
+
+import json
+import os
+import sys
+
+import keras
+import numpy as np
+
+from keras_rnnlm.config import RunConfig
+from keras_rnnlm.config import apply_overrides
+from keras_rnnlm.training import train
+from keras_rnnlm.training.trainer import prepare_run
+
+
+class _Losses(keras.callbacks.Callback):
+    """The loss of every training batch (Keras logs the epoch's running
+    mean; the per-batch loss is recovered from consecutive means)."""
+
+    def __init__(self):
+        super().__init__()
+        self.means = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.means.append([])
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.means[-1].append(float(logs["loss"]))
+
+
+class _Killed(Exception):
+    pass
+
+
+class _Kill(keras.callbacks.Callback):
+    def __init__(self, epoch, batch):
+        super().__init__()
+        self.epoch, self.batch = epoch, batch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._epoch == self.epoch and batch == self.batch:
+            raise _Killed()
+
+
+class _StateSharding(keras.callbacks.Callback):
+    """How the training model's carried state and weights are placed."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = {}
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.seen:
+            return
+        for v in self.model.variables:
+            if v.path.endswith("rnn_state") or v.trainable:
+                kind = "state" if v.path.endswith("rnn_state") else "weight"
+                s = v.value.sharding
+                shard = s.shard_shape(v.value.shape)
+                self.seen.setdefault(kind, []).append(
+                    {
+                        "path": v.path,
+                        "shape": list(v.value.shape),
+                        "shard": list(shard),
+                        "devices": len(s.device_set),
+                    }
+                )
+
+
+def _weights(cfg):
+    _, model = prepare_run(apply_overrides(cfg, ["train.distribute=none"]))
+    model.load_weights(
+        os.path.join(cfg.train.out_dir, "checkpoint", "last.weights.h5")
+    )
+    return [np.asarray(w) for w in model.get_weights()]
+
+
+def run(config, out, name):
+    distribute = "none" if name == "single" else "data_parallel"
+    cfg = apply_overrides(
+        config,
+        [
+            f"train.out_dir={os.path.join(out, name)}",
+            f"train.distribute={distribute}",
+        ],
+    )
+    losses, sharding = _Losses(), _StateSharding()
+    if name == "killed":
+        kill_at = int(os.environ["KILL_AT"])
+        try:
+            train(cfg, callbacks=[_Kill(cfg.train.epochs - 1, kill_at)])
+        except _Killed:
+            pass
+        else:
+            raise AssertionError("the run was not killed")
+    results = train(cfg, callbacks=[losses, sharding])
+    np.savez(
+        os.path.join(out, f"{name}.npz"),
+        *_weights(cfg),
+    )
+    with open(os.path.join(out, f"{name}.json"), "w") as f:
+        json.dump(
+            {
+                "losses": losses.means,
+                "results": results,
+                "sharding": sharding.seen,
+                "devices": len(keras.distribution.list_devices()),
+            },
+            f,
+        )
+
+
+def main(argv):
+    config = RunConfig.from_dict(json.load(open(argv[0])))
+    for name in argv[2:]:
+        run(config, argv[1], name)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
