@@ -30,6 +30,10 @@ through ``keras.export.ExportArchive`` with these **stateless** endpoints
     ``bos_ids`` (``[B]``, the token to feed first); ``step(token_ids [B, T],
     state_...)`` -> ``log_probs`` (``[B, T, V]``, the distribution after
     each input token) and the new states. Streaming clients keep the state.
+``step_with_keys``
+    ``step`` that also returns ``keys`` (float32 ``[B, T, key_dim]``, the
+    last recurrent layer's output at each input: the continuous cache's
+    keys, kept by the client, :mod:`keras_rnnlm.export.stream_cache`).
     A CBOW context's state (``state_kinds`` ``"token_ids"``: the last K
     word ids, float32, ``-1`` for none) is one of them, checked to hold
     whole numbers in ``[-1, V)``.
@@ -79,6 +83,7 @@ ENDPOINTS = (
     "next_token_logprobs",
     "initial_state",
     "step",
+    "step_with_keys",
 )
 VOCAB_ASSET = "vocab.txt"
 # Python's str.split()/str.isspace() whitespace, as an RE2 class. The text is
@@ -429,6 +434,31 @@ class _Graph:
 
     def step(self, inputs):
         tf = self.tf
+        token_ids, states = self._step_inputs(inputs)
+        logits, final = self.inference(token_ids, states)
+        out = dict(zip(self.inference.state_names, final))
+        out["log_probs"] = tf.nn.log_softmax(
+            tf.cast(logits, tf.float32), axis=-1
+        )
+        return out
+
+    def step_with_keys(self, inputs):
+        """``step`` that also returns the continuous cache's keys (the
+        last recurrent layer's output at each input, float32 ``[B, T,
+        key_dim]``; :mod:`keras_rnnlm.export.stream_cache`)."""
+        tf = self.tf
+        token_ids, states = self._step_inputs(inputs)
+        logits, keys, final = self.inference.with_keys(token_ids, states)
+        out = dict(zip(self.inference.state_names, final))
+        out["log_probs"] = tf.nn.log_softmax(
+            tf.cast(logits, tf.float32), axis=-1
+        )
+        out["keys"] = tf.cast(keys, tf.float32)
+        return out
+
+    def _step_inputs(self, inputs):
+        """``(token_ids, states)`` of a ``step`` call, checked."""
+        tf = self.tf
         token_ids = self._rank(inputs["token_ids"], ["B", "T"], "token_ids")
         shape = tf.shape(token_ids)
         checks = self._batch(shape[0], "token_ids")
@@ -471,12 +501,7 @@ class _Graph:
                 checks.extend(self._id_state_checks(state, name))
             states.append(state)
         token_ids, *states = self._after(checks, token_ids, *states)
-        logits, final = self.inference(token_ids, states)
-        out = dict(zip(self.inference.state_names, final))
-        out["log_probs"] = tf.nn.log_softmax(
-            tf.cast(logits, tf.float32), axis=-1
-        )
-        return out
+        return token_ids, states
 
     # -------------------------------------------------------- signatures
     def signatures(self):
@@ -503,6 +528,7 @@ class _Graph:
                 "batch_size": tf.TensorSpec([], tf.int32, name="batch_size")
             },
             "step": {"token_ids": ids, **state_specs},
+            "step_with_keys": {"token_ids": ids, **state_specs},
         }
 
 
@@ -662,5 +688,6 @@ def _metadata(scorer, xla, limits):
         "state_names": scorer.inference.state_names,
         "state_shapes": [list(s) for s in scorer.inference.state_shapes],
         "state_kinds": list(scorer.inference.state_kinds),
+        "key_dim": scorer.inference.key_dim,
         "time_buckets": [list(b) for b in scorer.time_buckets],
     }

@@ -23,7 +23,8 @@ file unless ``warmup=False``). The requests, shortest first:
   short requests into such batches);
 * for ``step``: one row of 1 token and of each of those lengths, and the
   multi-row batches of 1 token and of the short lengths, from the initial
-  states;
+  states; ``step_with_keys`` the same up to :data:`DENSE_UP_TO` steps
+  (and 1 token for the multi-row batch);
 * ``initial_state`` for one row and for the multi-row batch.
 
 Every request is within the export's limits (so it succeeds), and its text
@@ -46,7 +47,7 @@ MAX_RECORDS = 1000
 #: One-row requests at every bucket end up to this length, then doubling.
 DENSE_UP_TO = 256
 #: Multi-row requests at every bucket end up to this length.
-MULTI_ROW_UP_TO = 64
+MULTI_ROW_UP_TO = 16
 #: Rows of the multi-row requests (``keras-rnnlm serve``'s and the
 #: documented TF Serving batching's ``max_batch_size``).
 BATCH_ROWS = 32
@@ -158,20 +159,22 @@ def warmup_requests(
             WarmupRequest("next_token_logprobs", {"prefixes": texts}),
         ]
 
-    def step(batch, length):
+    def step(batch, length, signature="step"):
         states = infer.initial_states(batch)
         inputs = {"token_ids": np.full((batch, length), token_id, np.int32)}
         inputs.update(zip(infer.state_names, states))
-        return WarmupRequest("step", inputs)
+        return WarmupRequest(signature, inputs)
 
     out = [
         WarmupRequest("initial_state", {"batch_size": np.int32(1)}),
         step(1, 1),
+        step(1, 1, "step_with_keys"),
     ]
     if rows > 1:
         out += [
             WarmupRequest("initial_state", {"batch_size": np.int32(rows)}),
             step(rows, 1),
+            step(rows, 1, "step_with_keys"),
         ]
     for length in lengths:
         # Sentences of 0 words are <eos> alone, padded to the first bucket.
@@ -180,6 +183,8 @@ def warmup_requests(
             if length in short and rows > 1:
                 out += scoring(rows, length)
         out.append(step(1, length))
+        if length <= DENSE_UP_TO:
+            out.append(step(1, length, "step_with_keys"))
         if length in short and rows > 1:
             out.append(step(rows, length))
     if len(out) > MAX_RECORDS:

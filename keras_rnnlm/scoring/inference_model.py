@@ -169,6 +169,38 @@ class InferenceModel:
                 f"{STATE_KINDS} per state {self.state_names}"
             )
 
+    @property
+    def keyed_model(self):
+        """The graph with the cache keys (the last recurrent layer's output
+        sequence, ``(batch, time, key_dim)``: what the output head reads,
+        see :mod:`keras_rnnlm.evaluation.cache_pointer`) as a second
+        output: ``[logits, keys, *final_states]``, sharing the layers."""
+        keyed = getattr(self, "_keyed", None)
+        if keyed is None:
+            keys = outer_recurrent_layers(self.model)[-1].output
+            if isinstance(keys, (list, tuple)):
+                keys = keys[0]
+            out = self.model.outputs
+            keyed = keras.Model(self.model.inputs, [out[0], keys, *out[1:]])
+            self._keyed = keyed
+        return keyed
+
+    @property
+    def key_dim(self):
+        """The size of a cache key (see :attr:`keyed_model`)."""
+        return int(self.keyed_model.outputs[1].shape[-1])
+
+    def with_keys(self, tokens, states):
+        """Like :meth:`__call__`, also returning the keys: ``(logits
+        (batch, time, vocab), keys (batch, time, key_dim), new_states)``."""
+        tokens = ops.convert_to_tensor(tokens, "int32")
+        shape = ops.shape(tokens)
+        positions = ops.arange(shape[0] * shape[1], dtype="int32")
+        states = [ops.convert_to_tensor(s, "float32") for s in states]
+        out = self.keyed_model([tokens, positions, *states], training=False)
+        logits = ops.reshape(out[0][0], (shape[0], shape[1], -1))
+        return logits, out[1], list(out[2:])
+
     def initial_states(self, batch_size):
         """The states a sequence starts from (the layers' own initial
         states, e.g. a multi-cell LSTM's distinct initial cells), as NumPy

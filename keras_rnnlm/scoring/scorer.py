@@ -41,7 +41,6 @@ from keras_rnnlm.data.errors import OOVError
 from keras_rnnlm.evaluation.cache_pointer import CacheStream
 from keras_rnnlm.metrics import token_nll
 from keras_rnnlm.models import build_language_model
-from keras_rnnlm.models.state import outer_recurrent_layers
 from keras_rnnlm.runs import load_run
 from keras_rnnlm.scoring.inference_model import InferenceModel
 from keras_rnnlm.scoring.inference_model import build_inference_model
@@ -215,7 +214,6 @@ class Scorer:
         self.time_buckets = check_time_buckets(time_buckets)
         self._context_id = _context_id(vocab, self.tokenization)
         self._fn = _make_scoring_fn(model)
-        self._keyed = None  # the graph with the cache keys (documents)
 
     # ----------------------------------------------------------- loading
     @classmethod
@@ -397,16 +395,7 @@ class Scorer:
     def _keyed_graph(self):
         """The inference graph with the last recurrent layer's output
         sequence as a second output: ``[logits, keys, *states]``."""
-        if self._keyed is None:
-            graph = self.inference.model
-            keys = outer_recurrent_layers(graph)[-1].output
-            if isinstance(keys, (list, tuple)):
-                keys = keys[0]
-            outputs = graph.outputs
-            self._keyed = keras.Model(
-                graph.inputs, [outputs[0], keys, *outputs[1:]]
-            )
-        return self._keyed
+        return self.inference.keyed_model
 
     def _cached_run(self, cache):
         def run(inputs, targets, states):
