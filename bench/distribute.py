@@ -1,0 +1,243 @@
+"""Data-parallel training throughput: 1 vs 2 (virtual) devices, and a
+paper-size scaling model.
+
+Measured: each child process runs on the JAX backend with
+``XLA_FLAGS=--xla_force_host_platform_device_count=N`` (N = 1 or 2
+virtual CPU devices; both share this machine's cores), builds the
+``--recipe``'s ``--preset`` model (default: AWD-LSTM PTB ``cpu``, every
+regulariser on) under ``train.distribute`` (``none`` for 1 device,
+``data_parallel`` for 2: the streams split over the devices, the carried
+state batch-sharded; :mod:`keras_rnnlm.training.distribute`), compiles
+it as the trainer does and times ``model.fit`` over ``--steps`` windows
+of random token ids (after ``--warmup`` untimed ones; median of
+:data:`_harness.EVAL_PASSES` passes). Two virtual CPU devices only split
+the same cores: on a 2-core machine with other work running this
+measures the overhead of the partitioned step, not a speed-up.
+
+Model (``--scaling-model``, no training): for each paper preset with a
+measured single-GPU training rate in ``bench/results/awd.jsonl``, the
+bytes all-reduced per step (4 bytes x parameters, float32 gradients;
+a ring all-reduce sends ``2 (n - 1) / n`` times that per GPU), the
+compute per step (the measured single-GPU step time divided by n: the
+streams split evenly) and the interconnect bandwidth at which n GPUs
+break even with one, and at which they reach 90% scaling efficiency,
+for n = 2, 4, 8. A model, not a measurement.
+
+    python bench/distribute.py --steps 10 --repeats 3
+    python bench/distribute.py --scaling-model --no-record
+"""
+
+import json
+import os
+import statistics
+
+import _harness as harness
+
+NAME = "distribute"
+IMPLS = ("1", "2")
+PAPER_RECIPES = {
+    "awd_lstm_ptb": "recipes/awd_lstm_ptb.py",
+    "awd_lstm_mos_ptb": "recipes/awd_lstm_mos_ptb.py",
+    "awd_lstm_doc_ptb": "recipes/awd_lstm_doc_ptb.py",
+    "mmlstm_ptb": "recipes/mmlstm_ptb.py",
+}
+
+
+def measure(impl, recipe, preset, vocab, steps, warmup):
+    """In a child: training tokens/s on ``impl`` devices."""
+    import keras
+    import numpy as np
+
+    from keras_rnnlm.config import apply_overrides
+    from keras_rnnlm.models import build_language_model
+    from keras_rnnlm.recipe import config_from_preset
+    from keras_rnnlm.recipe import load_recipe
+    from keras_rnnlm.training.distribute import distribution_scope
+    from keras_rnnlm.training.distribute import make_distribution
+    from keras_rnnlm.training.trainer import compile_model
+
+    devices = len(keras.distribution.list_devices())
+    assert devices == int(impl), (devices, impl)
+    cfg = config_from_preset(
+        load_recipe(os.path.join(harness.ROOT, recipe)).PRESETS, preset
+    )
+    mode = "none" if impl == "1" else "data_parallel"
+    cfg = apply_overrides(cfg, [f"train.distribute={mode}"])
+    b, t = cfg.data.batch_size, cfg.data.bptt
+    rng = np.random.default_rng(0)
+    n = b * (steps + warmup)
+    x = rng.integers(0, vocab, (n, t)).astype("int32")
+    y = rng.integers(0, vocab, (n, t)).astype("int32")
+    with distribution_scope(make_distribution(cfg)):
+        keras.utils.set_random_seed(cfg.train.seed)
+        model = build_language_model(cfg.model, vocab, b, seed=1)
+        compile_model(model, cfg.train)
+        model.fit(x[: b * warmup], y[: b * warmup], batch_size=b, verbose=0)
+        rate = harness.median_rate(
+            lambda: model.fit(
+                x[b * warmup :],
+                y[b * warmup :],
+                batch_size=b,
+                verbose=0,
+                shuffle=False,
+            ),
+            b * t * steps,
+        )
+    return {
+        "train": rate,
+        "devices": devices,
+        "batch": b,
+        "bptt": t,
+        "params": int(model.count_params()),
+    }
+
+
+def scaling_model():
+    """Rows of the paper-size scaling model (see the module docstring)."""
+    from keras_rnnlm.recipe import config_from_preset
+    from keras_rnnlm.recipe import load_recipe
+
+    gpu = {}
+    with open(os.path.join(harness.RESULTS, "awd.jsonl")) as f:
+        for line in f:
+            r = json.loads(line)
+            if (
+                r.get("model") == "keras"
+                and r.get("name", "").endswith("_paper_gpu_train")
+                and "_vs_" not in r["name"]
+            ):
+                key = r["name"][: -len("_paper_gpu_train")]
+                gpu.setdefault(key, []).append(r)
+    rows = []
+    for key, path in PAPER_RECIPES.items():
+        if key not in gpu:
+            continue
+        rate = statistics.median(r["value"] for r in gpu[key])
+        params = gpu[key][-1]["params"]
+        cfg = config_from_preset(
+            load_recipe(os.path.join(harness.ROOT, path)).PRESETS, "paper"
+        )
+        b, t = cfg.data.batch_size, cfg.data.bptt
+        step_s = b * t / rate
+        grad_bytes = 4 * params
+        for n in (2, 4, 8):
+            sent = 2 * (n - 1) / n * grad_bytes  # ring all-reduce, per GPU
+            compute = step_s / n
+            rows.append(
+                {
+                    "preset": key,
+                    "gpus": n,
+                    "params": params,
+                    "batch": b,
+                    "bptt": t,
+                    "gpu_rate_tok_s": rate,
+                    "gpu_records": len(gpu[key]),
+                    "step_ms_1gpu": 1000 * step_s,
+                    "allreduce_mb": grad_bytes / 1e6,
+                    "sent_per_gpu_mb": sent / 1e6,
+                    "compute_ms_per_gpu": 1000 * compute,
+                    # n GPUs as fast as one: compute + comm = step_s
+                    "breakeven_gb_s": sent / (step_s - compute) / 1e9,
+                    # 90% efficiency: compute + comm = compute / 0.9
+                    "eff90_gb_s": sent / (compute / 0.9 - compute) / 1e9,
+                    "batch_divisible": b % n == 0,
+                }
+            )
+    return rows
+
+
+def main():
+    parser = harness.paired_parser(__doc__, f"{NAME}.jsonl", IMPLS, 3)
+    parser.add_argument("--recipe", default="recipes/awd_lstm_ptb.py")
+    parser.add_argument("--preset", default="cpu")
+    parser.add_argument("--vocab", type=int, default=10000)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument(
+        "--scaling-model",
+        action="store_true",
+        help="print (and record) the paper-size scaling model only",
+    )
+    args = harness.parse(parser, measure)
+    fields = harness.record_fields("distribute.py")
+    if args.scaling_model:
+        rows = scaling_model()
+        fields["device"] = (
+            "none (a model from the single-GPU records of "
+            "bench/results/awd.jsonl)"
+        )
+        for r in rows:
+            print(
+                f"{r['preset']:>18} x{r['gpus']}: {r['params']:,} params, "
+                f"{r['allreduce_mb']:.0f} MB all-reduced, 1-GPU step "
+                f"{r['step_ms_1gpu']:.1f} ms, break-even "
+                f"{r['breakeven_gb_s']:.1f} GB/s, 90% efficiency "
+                f"{r['eff90_gb_s']:.1f} GB/s"
+            )
+        records = [
+            harness.record(
+                "model",
+                f"{r['preset']}_paper_dp_breakeven_x{r['gpus']}",
+                "scaling_model",
+                r["breakeven_gb_s"],
+                "GB/s",
+                digits=2,
+                **r,
+            )
+            for r in rows
+        ]
+        harness.write_records(args, records, fields)
+        return
+    params = {
+        "recipe": args.recipe,
+        "preset": args.preset,
+        "vocab": args.vocab,
+        "steps": args.steps,
+        "warmup": args.warmup,
+    }
+
+    def env(impl):
+        return harness.thread_env(
+            args.threads,
+            KERAS_BACKEND="jax",
+            XLA_FLAGS=f"--xla_force_host_platform_device_count={impl}",
+        )
+
+    def run(impl):
+        return harness.run_child(__file__, {"impl": impl, **params}, env(impl))
+
+    def report(rep, impl, r):
+        print(f"repeat {rep}: {impl} device(s): {r['train']:.0f} tok/s")
+
+    samples = harness.interleave(args.impls, args.repeats, run, report)
+    med = harness.medians(samples, ["train"])
+    ref = med.get("1", {}).get("train")
+    name = f"{os.path.basename(args.recipe)[:-3]}_{args.preset}_train"
+    records = []
+    for impl in args.impls:
+        last = samples[impl][-1]
+        records.append(
+            harness.record(
+                "throughput",
+                f"{name}_{impl}dev",
+                f"keras_jax_{impl}dev",
+                med[impl]["train"],
+                "tok/s",
+                reference=ref if impl != "1" else None,
+                reference_name="1 device" if impl != "1" else None,
+                devices=int(impl),
+                batch=last["batch"],
+                bptt=last["bptt"],
+                params=last["params"],
+                steps=args.steps,
+                repeats=args.repeats,
+                samples=[round(s["train"], 1) for s in samples[impl]],
+                load_averages=[s["load_average"] for s in samples[impl]],
+            )
+        )
+        print(f"{impl} device(s): median {med[impl]['train']:.0f} tok/s")
+    harness.write_records(args, records, fields)
+
+
+if __name__ == "__main__":
+    main()
