@@ -6,7 +6,7 @@ before a version is swapped in:
 * :func:`replay_warmup_file`: the version's
   ``assets.extra/tf_serving_warmup_requests``, if it has one, replayed as
   stock TF Serving does (a TFRecord file of ``tensorflow.serving.
-  PredictionLog`` protos, at most :data:`MAX_WARMUP_RECORDS`; each
+  PredictionLog`` protos, at most TF Serving's 1,000; each
   ``predict_log`` request is run on its signature). A file that cannot be
   read, a record that is not a ``PredictionLog`` or not a ``predict_log``,
   and a request that fails all raise :class:`WarmupError`: the version
@@ -28,6 +28,10 @@ import time
 
 import tensorflow as tf
 
+from keras_rnnlm.export.saved_model import MAX_TOKENS
+from keras_rnnlm.export.warmup import ASSETS_EXTRA
+from keras_rnnlm.export.warmup import MAX_RECORDS as MAX_WARMUP_RECORDS
+from keras_rnnlm.export.warmup import WARMUP_FILE as WARMUP_REQUESTS
 from keras_rnnlm.scoring.scorer import TIME_BUCKETS
 from keras_rnnlm.scoring.scorer import bucket_length
 from keras_rnnlm.scoring.scorer import check_time_buckets
@@ -37,15 +41,8 @@ from keras_rnnlm.serving.requests import Limits
 from keras_rnnlm.serving.requests import check_inputs
 from keras_rnnlm.serving.requests import from_tensor_protos
 
-ASSETS_EXTRA = "assets.extra"
-WARMUP_REQUESTS = "tf_serving_warmup_requests"
-#: TF Serving's limit on the records of a warm-up file
-#: (``WarmupConsts::kMaxNumRecords``).
-MAX_WARMUP_RECORDS = 1000
 #: Default time budget of :func:`warm_up_buckets`, seconds.
 WARMUP_SECONDS = 60.0
-# The export's default token budget of one call, when its metadata has none.
-_DEFAULT_MAX_TOKENS = 8192
 # Signature checks only (the server's request limits do not apply).
 _UNLIMITED = Limits(
     max_body_bytes=sys.maxsize,
@@ -193,7 +190,7 @@ def warm_up_buckets(servable, max_steps, seconds=WARMUP_SECONDS):
     t0 = time.monotonic()
     meta = servable.metadata
     buckets = meta.get("time_buckets") or TIME_BUCKETS
-    max_tokens = meta.get("limits", {}).get("max_tokens", _DEFAULT_MAX_TOKENS)
+    max_tokens = meta.get("limits", {}).get("max_tokens", MAX_TOKENS)
     plan = bucket_plan(buckets, max_steps, max_tokens)
     buckets = check_time_buckets(buckets)
     sigs = servable.signatures
