@@ -267,3 +267,49 @@ def test_data_parallel_equals_one_device_and_resumes(tiny_corpus_dir, tmp_path):
     np.testing.assert_allclose(
         parallel["losses"][-1][-1], killed["losses"][-1][-1], rtol=1e-6
     )
+
+
+def _head_configs(tiny_config, tiny_corpus_dir):
+    mos = apply_overrides(
+        _awd_config(tiny_corpus_dir),
+        ["model.head=mos", "model.mixture_components=3", "model.cv_penalty=0"],
+    )
+    sampled = apply_overrides(
+        tiny_config,
+        [
+            "data.bptt=8",
+            "model.hidden_sizes=[16]",
+            "model.sampled_softmax=5",
+            "model.dropout=0.2",
+        ],
+    )
+    return {"mos": mos, "sampled_softmax": sampled}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("head", ["mos", "sampled_softmax"])
+def test_mixture_and_sampled_heads_data_parallel_equal_one_device(
+    head, tiny_config, tiny_corpus_dir, tmp_path
+):
+    """The MoS head (every AWD regulariser, variable BPTT) and a sampled
+    softmax (its candidates drawn by a replicated sampler): one epoch on
+    two devices equals one device."""
+    pytest.importorskip("jax")
+    cfg = apply_overrides(
+        _head_configs(tiny_config, tiny_corpus_dir)[head], ["train.epochs=1"]
+    )
+    (single, w_single), (parallel, w_parallel) = _run_worker(
+        cfg, tmp_path, ["single", "parallel"]
+    )
+    assert parallel["devices"] == 2
+    assert all(s["shard"][0] == 2 for s in parallel["sharding"]["state"])
+    for a, b in zip(single["losses"], parallel["losses"]):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    for a, b in zip(w_single, w_parallel):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for split in ("valid", "test"):
+        np.testing.assert_allclose(
+            single["results"][split]["ppl"],
+            parallel["results"][split]["ppl"],
+            rtol=1e-6,
+        )
