@@ -3,7 +3,8 @@ paper-size scaling model.
 
 Measured: each child process runs on the JAX backend with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` (N = 1 or 2
-virtual CPU devices; both share this machine's cores), builds the
+virtual CPU devices; both share this machine's cores; ``--impls 1 1dp``:
+one device without and with the data-parallel distribution), builds the
 ``--recipe``'s ``--preset`` model (default: AWD-LSTM PTB ``cpu``, every
 regulariser on) under ``train.distribute`` (``none`` for 1 device,
 ``data_parallel`` for 2: the streams split over the devices, the carried
@@ -34,6 +35,8 @@ import statistics
 import _harness as harness
 
 NAME = "distribute"
+#: device count, and ``dp``: the data-parallel path on that many devices
+#: (``1dp``: the distribution's overhead on one device, against ``1``)
 IMPLS = ("1", "2")
 PAPER_RECIPES = {
     "awd_lstm_ptb": "recipes/awd_lstm_ptb.py",
@@ -57,7 +60,7 @@ def measure(impl, recipe, preset, vocab, steps, warmup):
     from keras_rnnlm.training.trainer import compile_model
 
     devices = len(keras.distribution.list_devices())
-    assert devices == int(impl), (devices, impl)
+    assert devices == _devices(impl), (devices, impl)
     cfg = config_from_preset(
         load_recipe(os.path.join(harness.ROOT, recipe)).PRESETS, preset
     )
@@ -90,6 +93,15 @@ def measure(impl, recipe, preset, vocab, steps, warmup):
         "bptt": t,
         "params": int(model.count_params()),
     }
+
+
+def _devices(impl):
+    return int(impl.removesuffix("dp"))
+
+
+def _label(impl):
+    """``1dev``, ``2dev``, ``1dev_dp``."""
+    return f"{_devices(impl)}dev" + ("_dp" if impl.endswith("dp") else "")
 
 
 def scaling_model():
@@ -200,7 +212,8 @@ def main():
         return harness.thread_env(
             args.threads,
             KERAS_BACKEND="jax",
-            XLA_FLAGS=f"--xla_force_host_platform_device_count={impl}",
+            XLA_FLAGS="--xla_force_host_platform_device_count="
+            f"{_devices(impl)}",
         )
 
     def run(impl):
@@ -219,13 +232,14 @@ def main():
         records.append(
             harness.record(
                 "throughput",
-                f"{name}_{impl}dev",
-                f"keras_jax_{impl}dev",
+                f"{name}_{_label(impl)}",
+                f"keras_jax_{_label(impl)}",
                 med[impl]["train"],
                 "tok/s",
                 reference=ref if impl != "1" else None,
                 reference_name="1 device" if impl != "1" else None,
-                devices=int(impl),
+                devices=_devices(impl),
+                distribute="none" if impl == "1" else "data_parallel",
                 batch=last["batch"],
                 bptt=last["bptt"],
                 params=last["params"],
