@@ -33,6 +33,7 @@ from keras_rnnlm.cli.train import options_of
 from keras_rnnlm.export import export_saved_model
 from keras_rnnlm.export.saved_model import MAX_BATCH_SIZE
 from keras_rnnlm.export.saved_model import MAX_TOKENS
+from keras_rnnlm.export.warmup import DEFAULT_WARMUP_MAX_LENGTH
 from keras_rnnlm.scoring import nbest
 from keras_rnnlm.scoring.loading import SavedModelScorer
 from keras_rnnlm.scoring.loading import load_scorer
@@ -260,5 +261,5 @@ def add_scoring_commands(sub):
         type=int,
         default=None,
         help="longest padded length of the warm-up requests (default: "
-        "--max-tokens)",
+        f"{DEFAULT_WARMUP_MAX_LENGTH}, at most --max-tokens)",
     )

@@ -69,6 +69,7 @@ import tempfile
 import keras
 import numpy as np
 
+from keras_rnnlm.export.warmup import DEFAULT_WARMUP_MAX_LENGTH
 from keras_rnnlm.export.warmup import WARMUP_FILE
 from keras_rnnlm.export.warmup import warmup_lengths
 from keras_rnnlm.export.warmup import warmup_requests
@@ -579,7 +580,8 @@ def export_saved_model(
             (:mod:`keras_rnnlm.export.warmup`: every signature, the time
             buckets up to the token budget).
         warmup_max_length: the longest padded length the warm-up requests
-            reach (default and at most ``max_tokens``).
+            reach (default :data:`DEFAULT_WARMUP_MAX_LENGTH`, at most
+            ``max_tokens``).
 
     Returns:
         ``path``.
@@ -618,11 +620,11 @@ def export_saved_model(
         )
     requests, warmup_meta = None, None
     if warmup:
-        warmup_max = limits["max_tokens"]
-        if warmup_max_length is not None:
-            if int(warmup_max_length) < 1:
-                raise ValueError("warmup_max_length must be >= 1")
-            warmup_max = min(int(warmup_max_length), warmup_max)
+        if warmup_max_length is None:
+            warmup_max_length = DEFAULT_WARMUP_MAX_LENGTH
+        if int(warmup_max_length) < 1:
+            raise ValueError("warmup_max_length must be >= 1")
+        warmup_max = min(int(warmup_max_length), limits["max_tokens"])
         requests = warmup_requests(scorer, limits, max_length=warmup_max)
         warmup_meta = {
             "file": f"assets.extra/{WARMUP_FILE}",

@@ -46,6 +46,14 @@ WARMUP_FILE = "tf_serving_warmup_requests"
 MAX_RECORDS = 1000
 #: One-row requests at every bucket end up to this length, then doubling.
 DENSE_UP_TO = 256
+#: The export's default ``warmup_max_length``: every bucket of up to 256
+#: steps (sentences, and merged batches of them), so that loading a
+#: version takes seconds, not minutes. The file reaching the whole token
+#: budget (8,192 steps by default) took 70-120 s to replay on a
+#: Zaremba-medium export (``bench/warmup_replay.py``); beyond 256 steps
+#: the default export pays little on a first call, the ``--xla`` export a
+#: compilation per new length (``--warmup-max-length`` raises the cap).
+DEFAULT_WARMUP_MAX_LENGTH = DENSE_UP_TO
 #: Multi-row requests at every bucket end up to this length.
 MULTI_ROW_UP_TO = 16
 #: Rows of the multi-row requests (``keras-rnnlm serve``'s and the

@@ -120,19 +120,39 @@ def test_export_writes_a_warmup_file_that_replays(tmp_path):
 
     scorer = _small_scorer()
     path = export_saved_model(
-        scorer, str(tmp_path / "lm" / "1"), max_batch_size=8, max_tokens=640
+        scorer,
+        str(tmp_path / "lm" / "1"),
+        max_batch_size=8,
+        max_tokens=640,
+        warmup_max_length=10_000,
     )
     # Bucket ends to 256, then 512 and 640 (the longest within 640 tokens).
     _check(path, 640, rows=8)
 
 
+def test_default_warmup_stops_at_256_steps(tmp_path):
+    """By default the file reaches 256 steps, not the token budget, so
+    that a version loads in seconds."""
+    from keras_rnnlm.export import export_saved_model
+    from keras_rnnlm.export.warmup import DEFAULT_WARMUP_MAX_LENGTH
+
+    assert DEFAULT_WARMUP_MAX_LENGTH == 256
+    path = export_saved_model(
+        _small_scorer(), str(tmp_path / "lm" / "1"), max_batch_size=8
+    )
+    _check(path, 256, rows=8)
+
+
 @pytest.mark.slow
 def test_default_limits_warmup_replays(tmp_path):
-    """The default export's file (8192 tokens, 32-row batches): every
-    request succeeds on the loaded model."""
+    """The file of the default limits reaching the whole token budget
+    (8192 tokens, 32-row batches): every request succeeds on the loaded
+    model."""
     from keras_rnnlm.export import export_saved_model
 
-    path = export_saved_model(_small_scorer(), str(tmp_path / "lm" / "1"))
+    path = export_saved_model(
+        _small_scorer(), str(tmp_path / "lm" / "1"), warmup_max_length=8192
+    )
     requests = _check(path, 8192, rows=32)
     assert len(requests) < MAX_RECORDS
 
