@@ -14,11 +14,17 @@ without carried state; streaming evaluation wrong by several percent).
 threads them through its compiled steps, while they stay out of the
 weights (parameter counts, saved weights: their shape depends on the batch
 size, and a trained model must load into models of any batch size).
+
+:class:`SentenceResetMixin` gives Keras's LSTM, GRU and SimpleRNN the
+package's sentence-level reset mask (``layer(x, reset=r)``, as
+:class:`~keras_rnnlm.layers.fused_recurrence.FusedRecurrence`).
 """
 
 import keras
 from keras import ops
 from keras import tree
+
+from keras_rnnlm.layers.recurrence import reset_recurrence
 
 
 def state_snapshot(state, dtype=None):
@@ -74,18 +80,102 @@ class TrackedStateMixin:
         ]
 
 
+class SentenceResetMixin:
+    """Mix into a Keras recurrent layer (first among the bases) whose
+    cell starts from zero states (Keras's LSTM, GRU, SimpleRNN cells).
+
+    Adds the sentence-level reset mask of the package's layers
+    (arXiv:2106.08927, Section 3.1): ``layer(x, reset=r)`` with ``r``
+    (batch, time), 1.0 where a sentence starts, sets the state back to
+    zero before reading ``x[:, t]`` (the carried state too, at ``t = 0``)
+    through :func:`~keras_rnnlm.layers.recurrence.reset_recurrence`, a
+    per-step loop over the Keras cell. A call without ``reset`` is Keras's
+    own, unchanged. Under a reset the layer refuses what that loop does
+    not implement: ``dropout`` / ``recurrent_dropout`` (the cell's masks
+    are drawn outside the loop), a Keras mask, ``go_backwards`` and
+    ``unroll``.
+    """
+
+    def reset_blockers(self, mask=None):
+        """What a call with a reset mask cannot run (a list of phrases)."""
+        blockers = []
+        for name in ("dropout", "recurrent_dropout"):
+            if getattr(self.cell, name, 0.0):
+                blockers.append(f"{name}={getattr(self.cell, name)}")
+        if mask is not None:
+            blockers.append("a mask")
+        if self.go_backwards:
+            blockers.append("go_backwards=True")
+        if self.unroll:
+            blockers.append("unroll=True")
+        return blockers
+
+    def call(
+        self,
+        sequences,
+        initial_state=None,
+        mask=None,
+        training=False,
+        reset=None,
+    ):
+        """The Keras layer's ``call``, plus the sentence-level reset mask
+        ``reset`` (see the class); a call without one is unchanged."""
+        if reset is None:
+            return super().call(
+                sequences,
+                initial_state=initial_state,
+                mask=mask,
+                training=training,
+            )
+        blockers = self.reset_blockers(mask)
+        if blockers:
+            raise ValueError(
+                f"{type(self).__name__} {self.name!r}: a sentence reset "
+                f"mask does not support {', '.join(blockers)}"
+            )
+        # RNN.call does the state bookkeeping (initial / carried state,
+        # stateful assignment, return_state); inner_loop reads the mask.
+        self._reset_mask = reset
+        try:
+            return super().call(
+                sequences, initial_state=initial_state, training=training
+            )
+        finally:
+            self._reset_mask = None
+
+    def inner_loop(self, sequences, initial_state, mask, training=False):
+        reset = getattr(self, "_reset_mask", None)
+        if reset is None:
+            return super().inner_loop(sequences, initial_state, mask, training)
+        states = tree.flatten(self.states or [])
+        if self.stateful and states:
+            sequences = with_static_batch(sequences, states[0].shape[0])
+        kwargs = {}
+        if self.cell._call_has_training_arg:
+            kwargs["training"] = training
+
+        def step(x, states):
+            output, new = self.cell(x[0], list(states), **kwargs)
+            return output, tuple(tree.flatten(new))
+
+        outputs, last = reset_recurrence(
+            step, (sequences,), tuple(tree.flatten(initial_state)), reset
+        )
+        return outputs[:, -1], outputs, list(last)
+
+
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
-class KerasLSTM(TrackedStateMixin, keras.layers.LSTM):
+class KerasLSTM(SentenceResetMixin, TrackedStateMixin, keras.layers.LSTM):
     """``keras.layers.LSTM`` (Keras's own loop) with tracked state."""
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
-class GRU(TrackedStateMixin, keras.layers.GRU):
+class GRU(SentenceResetMixin, TrackedStateMixin, keras.layers.GRU):
     """``keras.layers.GRU`` with tracked state."""
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
-class SimpleRNN(TrackedStateMixin, keras.layers.SimpleRNN):
+class SimpleRNN(SentenceResetMixin, TrackedStateMixin, keras.layers.SimpleRNN):
     """``keras.layers.SimpleRNN`` with tracked state."""
 
 

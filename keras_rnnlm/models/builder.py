@@ -45,8 +45,9 @@ INPUT_ENCODINGS = ("embedding", "one_hot")
 #: ``model.context["type"]`` values: the CBOW context of arXiv:2106.08927.
 CONTEXT_TYPES = ("cbow",)
 #: Registry layers that take a sentence-level reset mask (``reset_input``):
-#: every layer of the package (Keras's own ``keras_lstm``, ``gru`` and
-#: ``simple_rnn`` do not).
+#: every registered layer (Keras's own ``keras_lstm``, ``gru`` and
+#: ``simple_rnn`` without their ``dropout`` / ``recurrent_dropout``); not a
+#: Keras cell passed as ``model.cell`` from Python.
 RESET_CELLS = (
     "lstm",
     "weight_drop_lstm",
@@ -57,6 +58,9 @@ RESET_CELLS = (
     "tmlstm",
     "mgru",
     "tmgru",
+    "keras_lstm",
+    "gru",
+    "simple_rnn",
 )
 #: Cells whose weights ``model.weight_dropout`` drops (DropConnect).
 WEIGHT_DROP_CELLS = ("lstm", "weight_drop_lstm", "mmlstm")
@@ -355,6 +359,16 @@ def build_language_model(
             raise ConfigError(
                 f"Sentence-level state reset is built for the recurrent "
                 f"layers {RESET_CELLS}, not {cell!r}"
+            )
+        dropped = [
+            f"{k}={v}"
+            for k, v in config.cell_kwargs.items()
+            if k in ("dropout", "recurrent_dropout") and v
+        ]
+        if dropped:
+            raise ConfigError(
+                f"Sentence-level state reset does not support the "
+                f"{cell!r} layer's {', '.join(dropped)} (model.cell_kwargs)"
             )
         reset = keras.Input(
             batch_shape=batch_shape, dtype="float32", name="reset"

@@ -117,9 +117,107 @@ def test_cbow_context_is_not_reset():
 
 
 def test_other_cells_are_refused():
-    cfg = ModelConfig(embedding_dim=4, hidden_sizes=[4], cell="gru")
+    """A Keras cell passed from Python (wrapped in keras.layers.RNN)."""
+    import keras
+
+    cfg = ModelConfig(
+        embedding_dim=4, hidden_sizes=[4], cell=keras.layers.GRUCell
+    )
     with pytest.raises(ConfigError, match="reset"):
         build_language_model(cfg, 20, B, reset_input=True)
+
+
+@pytest.mark.parametrize("key", ["dropout", "recurrent_dropout"])
+def test_keras_layer_dropout_is_refused_under_a_reset(key):
+    cfg = ModelConfig(
+        embedding_dim=4, hidden_sizes=[4], cell="gru", cell_kwargs={key: 0.2}
+    )
+    with pytest.raises(ConfigError, match=key):
+        build_language_model(cfg, 20, B, reset_input=True)
+    build_language_model(cfg, 20, B)  # without a reset: Keras's own
+
+
+# -- Keras's own layers (keras_lstm, gru, simple_rnn) -------------------
+
+
+def _keras_layers():
+    from keras_rnnlm.layers import stateful
+
+    return {
+        "keras_lstm": stateful.KerasLSTM,
+        "gru": stateful.GRU,
+        "simple_rnn": stateful.SimpleRNN,
+    }
+
+
+KERAS_LAYERS = _keras_layers()
+
+
+@pytest.mark.parametrize("name", sorted(KERAS_LAYERS))
+def test_keras_layer_scores_a_sentence_in_a_stream_as_alone(name):
+    layer = KERAS_LAYERS[name](H, return_sequences=True)
+    x = np.random.default_rng(10).normal(size=(B, T, D)).astype("float32")
+    plain = ops.convert_to_numpy(layer(x))
+    got = ops.convert_to_numpy(layer(x, reset=_reset()))
+    np.testing.assert_allclose(got[0, :4], plain[0, :4], atol=1e-5)
+    np.testing.assert_allclose(got[1, :6], plain[1, :6], atol=1e-5)
+    for b, s, e in _segments():
+        alone = ops.convert_to_numpy(layer(x[b : b + 1, s:e]))
+        np.testing.assert_allclose(got[b, s:e], alone[0], atol=1e-5)
+    none = ops.convert_to_numpy(layer(x, reset=np.zeros((B, T), "float32")))
+    np.testing.assert_allclose(none, plain, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(KERAS_LAYERS))
+def test_keras_layer_resets_its_carried_state_at_t0(name):
+    layer = KERAS_LAYERS[name](H, return_sequences=True, stateful=True)
+    x = np.random.default_rng(11).normal(size=(B, T, D)).astype("float32")
+    layer(x)  # some carried state
+    r = np.zeros((B, T), "float32")
+    r[:, 0] = 1.0
+    got = ops.convert_to_numpy(layer(x, reset=r))
+    carried = [ops.convert_to_numpy(s) for s in layer.states]
+    layer.reset_state()
+    want = ops.convert_to_numpy(layer(x))
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    for a, b in zip(carried, layer.states):
+        np.testing.assert_allclose(a, ops.convert_to_numpy(b), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", sorted(KERAS_LAYERS))
+def test_keras_layer_trains_with_a_reset_mask(name):
+    import keras
+
+    layer = KERAS_LAYERS[name](H, return_sequences=True)
+    inputs = keras.Input((T, D))
+    reset = keras.Input((T,))
+    model = keras.Model([inputs, reset], layer(inputs, reset=reset))
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.random.default_rng(12).normal(size=(B, T, D)).astype("float32")
+    before = [ops.convert_to_numpy(w) for w in layer.trainable_weights]
+    loss = model.train_on_batch([x, _reset()], np.ones((B, T, H), "float32"))
+    assert np.isfinite(loss)
+    after = [ops.convert_to_numpy(w) for w in layer.trainable_weights]
+    assert all(not np.allclose(a, b) for a, b in zip(after, before))
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{"dropout": 0.3}, {"recurrent_dropout": 0.3}, {"go_backwards": True}],
+)
+def test_keras_layer_refuses_what_the_reset_loop_lacks(kw):
+    layer = KERAS_LAYERS["gru"](H, return_sequences=True, **kw)
+    x = np.zeros((B, T, D), "float32")
+    layer(x)  # without a reset: Keras's own loop
+    with pytest.raises(ValueError, match=next(iter(kw))):
+        layer(x, reset=_reset())
+
+
+def test_keras_layer_refuses_a_keras_mask_under_a_reset():
+    layer = KERAS_LAYERS["keras_lstm"](H, return_sequences=True)
+    x = np.zeros((B, T, D), "float32")
+    with pytest.raises(ValueError, match="mask"):
+        layer(x, mask=np.ones((B, T), bool), reset=_reset())
 
 
 # -- every recurrent layer of the package ------------------------------
@@ -264,6 +362,8 @@ MODEL_CELLS = {
         "cell": "multicell_lstm",
         "cell_kwargs": {"num_cells": 3, "initial_cells": "linspace"},
     },
+    # Keras's own layers (SentenceResetMixin)
+    **{c: {"cell": c} for c in ("keras_lstm", "gru", "simple_rnn")},
 }
 
 
