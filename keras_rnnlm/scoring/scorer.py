@@ -27,6 +27,14 @@ Conventions (those of KenLM's Python module, adapted to an RNN):
   is that of ``<eos>`` after the context. With nothing to score
   (``bos=False, eos=False`` and no token) the score is 0 and ``perplexity``
   raises ``ValueError``.
+* **Sentence-level runs** (``data.state_reset = "sentence"``): the
+  streaming methods (:meth:`Scorer.continue_`,
+  :meth:`Scorer.score_document`) set the recurrent states back to their
+  initial values at every sentence start, with the rule of training
+  (:mod:`keras_rnnlm.data.sentences`: PTB a line; WikiText also after
+  ``.``, ``!``, ``?`` inside a line); the CBOW context's word ids and the
+  cache's memory carry on. The batched methods score each line alone
+  from the initial state (a WikiText line of several sentences as one).
 """
 
 import dataclasses
@@ -38,6 +46,11 @@ import numpy as np
 from keras import ops
 
 from keras_rnnlm.data.errors import OOVError
+from keras_rnnlm.data.errors import UnknownCorpusError
+from keras_rnnlm.data.registry import CORPORA
+from keras_rnnlm.data.registry import get_corpus_spec
+from keras_rnnlm.data.sentences import sentence_rule
+from keras_rnnlm.data.sentences import sentence_starts
 from keras_rnnlm.evaluation.cache_pointer import CacheStream
 from keras_rnnlm.metrics import token_nll
 from keras_rnnlm.models import build_language_model
@@ -182,6 +195,12 @@ class Scorer:
         time_buckets: the padded lengths (:data:`TIME_BUCKETS`; finer
             buckets: less padding, more compiled shapes). An exported
             model keeps its scorer's.
+        sentence_reset: a sentence-level model: the sentence rule
+            (``"line"`` or ``"punctuation"``, see
+            :func:`~keras_rnnlm.data.sentences.sentence_ends`) at whose
+            sentence starts the streaming methods reset the recurrent
+            states; ``None``: the states carry on. :meth:`from_run` sets
+            it from the run (:func:`run_sentence_rule`).
 
     Example:
 
@@ -197,7 +216,13 @@ class Scorer:
         tokenization=None,
         batch_size=64,
         time_buckets=TIME_BUCKETS,
+        sentence_reset=None,
     ):
+        if sentence_reset not in (None, "line", "punctuation"):
+            raise ValueError(
+                "sentence_reset must be None, 'line' or 'punctuation'; "
+                f"got {sentence_reset!r}"
+            )
         self.config = None
         self.model = None if isinstance(model, InferenceModel) else model
         if not isinstance(model, InferenceModel):
@@ -212,6 +237,9 @@ class Scorer:
         self.tokenization = tokenization or Tokenization()
         self.batch_size = int(batch_size)
         self.time_buckets = check_time_buckets(time_buckets)
+        self.sentence_reset = sentence_reset
+        if sentence_reset is not None and vocab.eos_id is None:
+            raise ValueError("A sentence reset needs an <eos> token")
         self._context_id = _context_id(vocab, self.tokenization)
         self._fn = _make_scoring_fn(model)
 
@@ -244,6 +272,7 @@ class Scorer:
             keras.config.set_dtype_policy(policy)
         model.load_weights(weights)
         kwargs.setdefault("tokenization", tokenization_for_run(config, vocab))
+        kwargs.setdefault("sentence_reset", run_sentence_rule(config))
         scorer = cls(model, vocab, **kwargs)
         scorer.config = config
         scorer.model = model  # the stateless builder model (weights)
@@ -333,6 +362,9 @@ class Scorer:
         :class:`~keras_rnnlm.evaluation.cache_pointer.CacheStream` (see
         :meth:`cache_stream`) whose memory follows the stream: the
         segment is scored with the continuous cache and added to it.
+        With :attr:`sentence_reset`, the recurrent states go back to their
+        initial values before every input that ends a sentence (the
+        previous segment's last token too), as in sentence-level training.
         """
         if isinstance(text, (list, tuple)):
             tokens = list(text)
@@ -354,9 +386,15 @@ class Scorer:
             return state, SentenceScore([], np.zeros(0), [], ctx_oov)
         inputs = np.concatenate([[state.last_token], ids[:-1]])
         run = self._run if cache is None else self._cached_run(cache)
-        ln, new_states = run(
-            inputs[None].astype(np.int32), ids[None], state.states
-        )
+        ln, new_states = [], state.states
+        for a, b in self._sentence_pieces(inputs):
+            if self.sentence_reset is not None and self._starts(inputs[a]):
+                new_states = self._reset_recurrent(new_states)
+            lp, new_states = run(
+                inputs[None, a:b].astype(np.int32), ids[None, a:b], new_states
+            )
+            ln.append(lp)
+        ln = np.concatenate(ln, axis=-1)
         new = ScoringState(new_states, int(ids[-1]))
         return new, SentenceScore(tokens, ln[0], oov, ctx_oov)
 
@@ -371,7 +409,11 @@ class Scorer:
     def score_document(self, lines, cache=None, bos=True, eos=True):
         """Scores the lines of ONE document in order, the recurrent state
         (and, with ``cache``, the continuous cache's memory) carried from
-        line to line: a :class:`SentenceScore` per line.
+        line to line: a :class:`SentenceScore` per line. A sentence-level
+        run (:attr:`sentence_reset`) resets the recurrent states at every
+        sentence start (not the CBOW context nor the cache), so that the
+        scores are those of its static evaluation (``keras-rnnlm
+        evaluate``, ``evaluate --cache``) on the same text.
 
         KenLM's semantics per line: ``eos=True`` scores an ``<eos>``
         after every line (without it the lines run together); ``bos``
@@ -417,6 +459,27 @@ class Scorer:
         return run
 
     # --------------------------------------------------------- internals
+    def _starts(self, ids):
+        """Where an input starts a sentence (see :attr:`sentence_reset`)."""
+        return sentence_starts(ids, self.vocab, self.sentence_reset)
+
+    def _sentence_pieces(self, inputs):
+        """``(start, stop)`` of the runs of ``inputs`` between sentence
+        starts (the whole of it without :attr:`sentence_reset`)."""
+        if self.sentence_reset is None:
+            return [(0, len(inputs))]
+        cuts = [0, *np.flatnonzero(self._starts(inputs[1:])) + 1]
+        return list(zip(cuts, [*cuts[1:], len(inputs)]))
+
+    def _reset_recurrent(self, states):
+        """``states`` with the recurrent ones at their initial values (the
+        CBOW context's word ids, ``"token_ids"`` states, kept)."""
+        initial = self.inference.initial_states(1)
+        return [
+            s if kind == "token_ids" else s0
+            for s, s0, kind in zip(states, initial, self.inference.state_kinds)
+        ]
+
     def _eos_id(self):
         if self.vocab.eos_id is None:
             raise ValueError(
@@ -468,6 +531,23 @@ class Scorer:
             for r, i in enumerate(rows):
                 out[i] = ln[r, : len(inputs[i])].astype(np.float64)
         return out
+
+
+def run_sentence_rule(config):
+    """The sentence rule of a sentence-level run (``data.state_reset =
+    "sentence"``): its corpus's, as in training
+    (:func:`~keras_rnnlm.data.sentences.sentence_rule` of the corpus's
+    registry name; a corpus directory is read a line a sentence);
+    ``None`` for any other run."""
+    if config.data.state_reset != "sentence":
+        return None
+    name = str(config.data.corpus)
+    if name in CORPORA or not os.path.isdir(name):
+        try:
+            name = get_corpus_spec(name).name
+        except UnknownCorpusError:
+            pass
+    return sentence_rule(name)
 
 
 def _context_id(vocab, tokenization):
