@@ -193,7 +193,9 @@ def add_scoring_commands(sub):
         "--document",
         action="store_true",
         help="the lines are one document: the recurrent state (and the "
-        "cache) carried from line to line, --no-bos for its first line",
+        "cache) carried from line to line (a sentence-level run resets the "
+        "recurrent state at each sentence, as in training), --no-bos for "
+        "its first line",
     )
     s.add_argument(
         "--cache", type=cache_setting, help=CACHE_HELP + "; needs --document"

@@ -14,9 +14,10 @@ the one list of them (:func:`recurrent_layer_names`):
 * ``mrnn``, ``mlstm``, ``tmlstm``, ``mgru``, ``tmgru``: multiplicative
   cells (:mod:`keras_rnnlm.layers.multiplicative`).
 
-Every package layer above (not Keras's ``keras_lstm``, ``gru`` and
-``simple_rnn``) takes a sentence-level reset mask, ``layer(x, reset=r)``
-(:data:`keras_rnnlm.models.builder.RESET_CELLS`).
+Every layer above takes a sentence-level reset mask, ``layer(x,
+reset=r)`` (:data:`keras_rnnlm.models.builder.RESET_CELLS`); Keras's
+``keras_lstm``, ``gru`` and ``simple_rnn`` without ``dropout`` /
+``recurrent_dropout`` under a mask.
 
 A factory takes ``(units, *, stateful, initializer, name, **kwargs)`` and
 returns a Keras recurrent layer with ``return_sequences=True``; the

@@ -67,12 +67,16 @@ def test_sentence_level_run_with_cbow_context(tiny_config):
         ["model.cell=mmlstm", "model.major_proportions=[0.75]"],
         ["model.cell=mlstm"],
         ["model.cell=multicell_lstm", 'model.cell_kwargs={"num_cells": 3}'],
+        ["model.cell=gru"],
+        ["model.cell=keras_lstm"],
+        ["model.cell=simple_rnn"],
     ],
-    ids=["mmlstm", "mlstm", "multicell_lstm"],
+    ids=["mmlstm", "mlstm", "multicell_lstm", "gru", "keras_lstm", "rnn"],
 )
 def test_sentence_level_run_of_each_layer_family(tiny_config, cell):
     """One epoch under ``data.state_reset = "sentence"`` for the Major-Minor,
-    multiplicative and multi-cell families (the builder refused them)."""
+    multiplicative, multi-cell and Keras families (the builder refused
+    them)."""
     cfg = apply_overrides(
         tiny_config,
         [
