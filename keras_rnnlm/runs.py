@@ -15,9 +15,12 @@ ensembles, analyses, scoring, tuning) goes through this module, so none of
 them depends on the trainer.
 """
 
+import contextlib
 import functools
 import json
 import os
+
+import keras
 
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.config import load_config
@@ -37,6 +40,39 @@ METADATA_FILE = "run.json"
 RESULTS_FILE = "results.json"
 MODEL_FILE = "model.keras"
 CHECKPOINT_DIR = "checkpoint"
+
+
+def is_writer():
+    """Whether this process writes the run directory.
+
+    Always with one process. With several (``keras.distribution.
+    initialize``, JAX), process 0 only: every process trains, validates
+    and reads the checkpoints (the run directory must be on a file
+    system that they all see), one writes them.
+    """
+    if keras.backend.backend() != "jax":
+        return True
+    import jax  # the JAX backend (checked above)
+
+    return jax.process_index() == 0
+
+
+@contextlib.contextmanager
+def local_scope():
+    """No ``keras.distribution`` inside: for what one process does alone
+    (process 0 saving the run's files). Keras's saving creates objects of
+    its own (reference optimizers), and under a multi-process distribution
+    creating a variable is a collective that every process would have to
+    join; here they are created on this process's devices."""
+    previous = keras.distribution.distribution()
+    if previous is None:
+        yield
+        return
+    keras.distribution.set_distribution(None)
+    try:
+        yield
+    finally:
+        keras.distribution.set_distribution(previous)
 
 
 def atomic_write_text(path, text):
@@ -171,7 +207,13 @@ def evaluate_run(
         if "bpc" in r:
             line += f", bpc {r['bpc']:.4f}"
         print(f"{line} ({r['tokens']} tokens, batch {batch_sizes[split]})")
-    if write:
+    if write and is_writer():
+        _write_results(run_dir, config, corpus, weights, results)
+    return results
+
+
+def _write_results(run_dir, config, corpus, weights, results):
+    with local_scope():
         atomic_write_text(
             os.path.join(run_dir, RESULTS_FILE),
             json.dumps(results, indent=2),
@@ -181,4 +223,3 @@ def evaluate_run(
         )
         stateless.load_weights(weights)
         stateless.save(os.path.join(run_dir, MODEL_FILE))
-    return results

@@ -9,6 +9,7 @@ construction time (Keras Tuner deep-copies callbacks per trial).
 """
 
 import keras
+import numpy as np
 
 
 def sync_model_state(model):
@@ -25,6 +26,24 @@ def sync_model_state(model):
     sync = getattr(model, "jax_state_sync", None)
     if sync is not None:
         sync()
+
+
+def host_value(variable):
+    """The whole value of ``variable`` as a NumPy array.
+
+    With several processes (``keras.distribution.initialize``) a
+    batch-sharded variable, the carried recurrent state, spans devices of
+    other processes: its blocks are gathered from every process
+    (``process_allgather``), a collective that every process must reach
+    at the same point, in the same order. Replicated and local values are
+    read directly.
+    """
+    value = variable.value if hasattr(variable, "value") else variable
+    if getattr(value, "is_fully_addressable", True):
+        return np.asarray(keras.ops.convert_to_numpy(value))
+    from jax.experimental import multihost_utils  # a multi-process JAX array
+
+    return np.asarray(multihost_utils.process_allgather(value, tiled=True))
 
 
 class StatefulCallback(keras.callbacks.Callback):

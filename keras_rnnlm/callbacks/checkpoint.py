@@ -9,8 +9,11 @@ import keras
 import numpy as np
 
 from keras_rnnlm.callbacks.base import StatefulCallback
+from keras_rnnlm.callbacks.base import host_value
 from keras_rnnlm.callbacks.base import sync_model_state
 from keras_rnnlm.runs import atomic_write_text
+from keras_rnnlm.runs import is_writer
+from keras_rnnlm.runs import local_scope
 
 
 class CheckpointWriteError(OSError):
@@ -25,14 +28,16 @@ def finite_logs(logs):
 
 def finite_training_state(model):
     """Whether every weight of ``model`` and every variable of its
-    optimizer (momenta, averages, iteration count) is finite."""
+    optimizer (momenta, averages, iteration count) is finite. With
+    several processes every one must call it (the carried state is
+    gathered, :func:`~keras_rnnlm.callbacks.base.host_value`)."""
     variables = list(model.weights)
     if model.optimizer is not None and model.optimizer.built:
         variables += list(model.optimizer.variables)
     for v in variables:
         if "float" not in str(v.dtype):
             continue
-        if not np.all(np.isfinite(keras.ops.convert_to_numpy(v.value))):
+        if not np.all(np.isfinite(host_value(v))):
             return False
     return True
 
@@ -49,7 +54,9 @@ class BestCheckpoint(StatefulCallback):
     """Saves the weights whenever the monitored value improves.
 
     Writes ``<directory>/best.weights.h5`` (model weights only) and
-    ``best.json`` (epoch and value). Place after Validation.
+    ``best.json`` (epoch and value). Place after Validation. With
+    several processes every one tracks the best value, process 0 writes
+    (:func:`~keras_rnnlm.runs.is_writer`).
 
     Args:
         directory: run directory.
@@ -75,10 +82,13 @@ class BestCheckpoint(StatefulCallback):
             return
         if self.best is None or float(value) < self.best:
             self.best, self.best_epoch = float(value), int(epoch)
+            if not is_writer():
+                return
             tmp = self.path + ".tmp.weights.h5"
             try:
                 os.makedirs(self.directory, exist_ok=True)
-                self.model.save_weights(tmp)
+                with local_scope():  # process 0 alone
+                    self.model.save_weights(tmp)
                 os.replace(tmp, self.path)
                 atomic_write_text(
                     os.path.join(self.directory, "best.json"),
@@ -171,6 +181,12 @@ class TrainingCheckpoint(keras.callbacks.Callback):
     of ``fit``); :attr:`resume_batches` is the number of that epoch's
     batches already done (0 after an epoch checkpoint).
 
+    **Several processes** (``keras.distribution.initialize``): every
+    process runs the checks and gathers what a checkpoint holds (the
+    batch-sharded carried state comes from all of them), process 0 alone
+    writes and removes files (:func:`~keras_rnnlm.runs.is_writer`), and
+    every process restores from the same files.
+
     Args:
         directory: run directory.
         callbacks: the other callbacks of the run (the states of the
@@ -259,11 +275,16 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         # a failed write (read-only or full disk) leaves the previous
         # checkpoint whole, and only a kill between the two renames can
         # pair the new weights with the previous state (one epoch re-run).
+        if not is_writer():
+            self.history = history
+            self._unconfirmed = None
+            return
         tmp = self.weights_path + ".tmp.weights.h5"
         state_tmp = self.state_path + ".tmp"
         try:
             os.makedirs(self.directory, exist_ok=True)
-            self.model.save_weights(tmp)
+            with local_scope():  # process 0 alone
+                self.model.save_weights(tmp)
             with open(state_tmp, "w") as f:
                 f.write(json.dumps(state, indent=2))
             os.replace(tmp, self.weights_path)
@@ -357,6 +378,8 @@ class TrainingCheckpoint(keras.callbacks.Callback):
     def _confirm(self, good):
         tag, previous = self._unconfirmed
         self._unconfirmed = None
+        if not is_writer():
+            return
         if good:
             self._remove_partials(keep=tag)
             return
@@ -392,23 +415,28 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             ) from e
 
     def _write_partial(self, batches_done, tag, weights, arrays):
+        # gathered in every process (collectives), written by one
+        values = {
+            **{
+                f"v{i}": host_value(v)
+                for i, v in enumerate(self.model.non_trainable_variables)
+            },
+            **{
+                f"m{i}": host_value(v)
+                for i, v in enumerate(self.model.metrics_variables)
+            },
+        }
+        if not is_writer():
+            self._unconfirmed = (tag, None)
+            return
         os.makedirs(self.directory, exist_ok=True)
         previous = None
         if os.path.exists(self.partial_state_path):
             with open(self.partial_state_path) as f:
                 previous = f.read()
-        self.model.save_weights(os.path.join(self.directory, weights))
-        np.savez(
-            os.path.join(self.directory, arrays),
-            **{
-                f"v{i}": keras.ops.convert_to_numpy(v.value)
-                for i, v in enumerate(self.model.non_trainable_variables)
-            },
-            **{
-                f"m{i}": keras.ops.convert_to_numpy(v.value)
-                for i, v in enumerate(self.model.metrics_variables)
-            },
-        )
+        with local_scope():  # process 0 alone
+            self.model.save_weights(os.path.join(self.directory, weights))
+        np.savez(os.path.join(self.directory, arrays), **values)
         callbacks = {}
         for c in self._stateful():
             get = getattr(c, "get_partial_state", None)

@@ -14,6 +14,7 @@ import keras
 from keras_rnnlm._version import PACKAGE_DIR
 from keras_rnnlm._version import __version__
 from keras_rnnlm.runs import atomic_write_text
+from keras_rnnlm.runs import is_writer
 
 
 def git_commit(path=None):
@@ -68,6 +69,8 @@ class RunMetadata(keras.callbacks.Callback):
         self.extra = extra
 
     def on_train_begin(self, logs=None):
+        if not is_writer():  # process 0 of several writes
+            return
         os.makedirs(self.directory, exist_ok=True)
         meta = run_metadata(self.config_dict, self.extra)
         atomic_write_text(
@@ -95,6 +98,8 @@ class LearningCurve(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self._history.append({"epoch": epoch, **(logs or {})})
+        if not is_writer():  # process 0 of several writes
+            return
         history = self.checkpoint.history if self.checkpoint else None
         plot_learning_curve(
             history or self._history,
@@ -144,10 +149,12 @@ class EpochLog(keras.callbacks.Callback):
         self.checkpoint = checkpoint
 
     def on_train_begin(self, logs=None):
-        write_epoch_log(self.path, self.checkpoint.history)
+        if is_writer():  # process 0 of several writes
+            write_epoch_log(self.path, self.checkpoint.history)
 
     def on_epoch_end(self, epoch, logs=None):
-        write_epoch_log(self.path, self.checkpoint.history)
+        if is_writer():
+            write_epoch_log(self.path, self.checkpoint.history)
 
 
 def write_epoch_log(path, history):

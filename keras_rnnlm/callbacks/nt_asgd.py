@@ -38,6 +38,7 @@ from keras import ops
 
 from keras_rnnlm.callbacks.base import StatefulCallback
 from keras_rnnlm.callbacks.base import sync_model_state
+from keras_rnnlm.runs import is_writer
 
 DEFAULT_NONMONO = 5  # the reference code's default interval
 
@@ -203,8 +204,11 @@ class NTASGD(StatefulCallback):
         if self._average is None:
             return
         directory = os.path.join(self.directory, "checkpoint")
-        os.makedirs(directory, exist_ok=True)
         name = f"nt_asgd_average.e{epoch}.npz"
+        if not is_writer():  # process 0 of several writes
+            self.average_file = name
+            return
+        os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, name + ".tmp.npz")
         np.savez(
             tmp,
@@ -226,7 +230,7 @@ class NTASGD(StatefulCallback):
         far is written to ``<directory>/nt_asgd_average.<tag>.npz`` (the
         checkpoint removes it with the rest of its ``tag`` files)."""
         state = self.get_state()
-        if self._average is not None:
+        if self._average is not None and is_writer():
             name = f"nt_asgd_average.{tag}.npz"
             np.savez(
                 os.path.join(directory, name),

@@ -17,6 +17,14 @@ the learning rate of a step is scaled by `seq_len / bptt`).
 `(x, y, sample_weight)` batches for `model.fit`/`model.evaluate`. The order
 of the batches matters (the state is carried), so always call `fit` with
 `shuffle=False`.
+
+Several processes (``keras.distribution.initialize``): every process
+builds the same global stream (same ids, same seed, so the same windows)
+and serves only its own contiguous block of the `batch_size` rows, the
+rows of its local devices under the current ``keras.distribution``
+(`process_rows`); JAX assembles the global batch from the processes'
+blocks (``jax.make_array_from_process_local_data``, called by Keras's JAX
+trainer for every batch).
 """
 
 import collections
@@ -35,6 +43,44 @@ Attributes:
     lr_scale: Learning-rate factor of the step, `drawn_length / bptt`
         (1.0 for fixed windows).
 """
+
+
+def process_rows(batch_size):
+    """``(start, stop)``: the rows of a `batch_size`-row batch that this
+    process feeds under the current ``keras.distribution``.
+
+    ``(0, batch_size)`` without a distribution, on a backend other than
+    JAX, or with one process. With several processes
+    (``keras.distribution.initialize``), the rows that the distribution's
+    data layout puts on this process's devices; they must be one
+    contiguous block (a 1-D batch mesh whose devices are ordered by
+    process, as ``keras.distribution.list_devices()`` orders them).
+    """
+    full = (0, int(batch_size))
+    distribution = keras.distribution.distribution()
+    if distribution is None or keras.backend.backend() != "jax":
+        return full
+    import jax  # the JAX backend (checked above)
+
+    if jax.process_count() == 1:
+        return full
+    sharding = distribution.get_data_layout((batch_size,)).backend_layout
+    rows = sorted(
+        {
+            index[0].indices(batch_size)[:2]
+            for index in sharding.addressable_devices_indices_map(
+                (batch_size,)
+            ).values()
+        }
+    )
+    start, stop = rows[0][0], rows[-1][1]
+    covered = sum(b - a for a, b in rows)
+    if covered != stop - start:
+        raise ValueError(
+            f"The rows of process {jax.process_index()} ({rows}) are not "
+            "one contiguous block: order the mesh's devices by process."
+        )
+    return start, stop
 
 
 def batchify(ids, batch_size):
@@ -364,7 +410,15 @@ class LMSequence(keras.utils.PyDataset):
             y = np.zeros_like(y)
         if extra:
             x = {"tokens": x, **extra}
-        return x, y, weights
+        return self._process_block((x, y, weights))
+
+    def _process_block(self, batch):
+        """This process's rows of ``batch`` (all of them with one
+        process; see `process_rows`)."""
+        start, stop = process_rows(self.batch_size)
+        if (start, stop) == (0, self.batch_size):
+            return batch
+        return keras.tree.map_structure(lambda a: a[start:stop], batch)
 
     def set_epoch(self, epoch, start=0):
         """Sets the epoch counter and regenerates that epoch's windows.

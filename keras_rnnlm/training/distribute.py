@@ -30,11 +30,19 @@ masks, and the whole run, equal the single-device run of the same seed up
 to float summation order.
 
 On TensorFlow the package refuses ``data_parallel`` (see
-:func:`check_backend`); other backends too. Several processes
-(``train.distribute_coordinator`` / ``_num_processes`` / ``_process_id``
-or Keras's ``KERAS_DISTRIBUTION_*`` variables) are validated and then
-refused (:func:`check_single_process`; docs/distributed.md says what the
-trainer lacks for them).
+:func:`check_backend`); other backends too.
+
+Several processes or hosts (``train.distribute_coordinator`` /
+``_num_processes`` / ``_process_id``, or Keras's ``KERAS_DISTRIBUTION_*``
+variables) join through ``keras.distribution.initialize``
+(:func:`initialize_processes`); the mesh is then every device of every
+process, ordered by process. Every process builds the same model and the
+same global stream (same seed) and feeds only the rows of its own devices
+(:func:`keras_rnnlm.data.streams.process_rows`); Keras's JAX trainer
+assembles the global batch (``jax.make_array_from_process_local_data``).
+Process 0 alone writes the run directory
+(:func:`keras_rnnlm.runs.is_writer`); every process reads its
+checkpoints, and :func:`barrier` keeps the readers behind the writer.
 """
 
 import contextlib
@@ -127,20 +135,54 @@ def _int(var, text):
         raise ConfigError(f"{var} must be an integer, got {text!r}") from None
 
 
-MULTI_PROCESS_MESSAGE = (
-    "train.distribute over {n} processes: keras.distribution.initialize "
-    "joins them, but the trainer does not yet feed each process its own "
-    "block of streams nor write the run directory from process 0 only; "
-    "use one process per host with all its devices (docs/distributed.md)"
-)
+def initialize_processes(train_config):
+    """Joins the run's processes (``keras.distribution.initialize``) when
+    there are several; returns their number (1 without). Idempotent: a
+    process that already joined (a second run in the same process) is
+    not joined again, but its settings must be the same."""
+    coordinator, num_processes, process_id = process_settings(train_config)
+    if num_processes is None or num_processes == 1:
+        return 1
+    import jax  # check_backend ran first: the JAX backend
+
+    if jax.distributed.is_initialized():
+        if (jax.process_count(), jax.process_index()) != (
+            num_processes,
+            process_id,
+        ):
+            raise ConfigError(
+                f"this process already joined as process "
+                f"{jax.process_index()} of {jax.process_count()}, not "
+                f"{process_id} of {num_processes}"
+            )
+        return num_processes
+    try:
+        keras.distribution.initialize(
+            job_addresses=coordinator,
+            num_processes=num_processes,
+            process_id=process_id,
+        )
+    except RuntimeError as e:  # JAX already computed something
+        raise ConfigError(
+            f"keras.distribution.initialize failed ({e}): a multi-process "
+            "run must join before anything runs on JAX (start a fresh "
+            "process)"
+        ) from e
+    return num_processes
 
 
-def check_single_process(train_config):
-    """ConfigError for a multi-process configuration (validated, not yet
-    run by the trainer: see docs/distributed.md)."""
-    _, num_processes, _ = process_settings(train_config)
-    if num_processes is not None and num_processes > 1:
-        raise ConfigError(MULTI_PROCESS_MESSAGE.format(n=num_processes))
+def barrier(name):
+    """Waits until every process of a multi-process run reaches
+    ``name`` (a no-op with one process): readers of a file wait for
+    its writer, process 0."""
+    if keras.backend.backend() != "jax":
+        return
+    import jax  # the JAX backend (checked above)
+
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
 
 
 def check_divisible(config, n_devices):
@@ -171,8 +213,13 @@ def data_parallel_distribution(devices=None):
     )
     layout_map = keras.distribution.LayoutMap(mesh)
     layout_map[STATE_VARIABLE_PATHS] = (BATCH_AXIS,)
+    # ``auto_shard_dataset=False``: Keras shards only ``tf.data`` inputs
+    # over processes; the package's streams serve each process its own
+    # rows themselves (:func:`keras_rnnlm.data.streams.process_rows`).
     return keras.distribution.ModelParallel(
-        layout_map=layout_map, batch_dim_name=BATCH_AXIS
+        layout_map=layout_map,
+        batch_dim_name=BATCH_AXIS,
+        auto_shard_dataset=False,
     )
 
 
@@ -182,7 +229,7 @@ def make_distribution(config):
     if not is_distributed(config.train):
         return None
     check_backend(config.train)
-    check_single_process(config.train)
+    initialize_processes(config.train)
     devices = keras.distribution.list_devices()
     check_divisible(config, len(devices))
     return data_parallel_distribution(devices)

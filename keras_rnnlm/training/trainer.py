@@ -47,9 +47,11 @@ from keras_rnnlm.runs import LOG_FILE
 from keras_rnnlm.runs import VOCAB_FILE
 from keras_rnnlm.runs import atomic_write_text
 from keras_rnnlm.runs import evaluate_run
+from keras_rnnlm.runs import is_writer
 from keras_rnnlm.runs import load_run_corpus
 from keras_rnnlm.runs import make_evaluator
 from keras_rnnlm.runs import sentence_starts_of
+from keras_rnnlm.training.distribute import barrier
 from keras_rnnlm.training.distribute import distribution_scope
 from keras_rnnlm.training.distribute import make_distribution
 from keras_rnnlm.training.distribute import shards_evenly
@@ -200,7 +202,11 @@ def train(config, callbacks=(), resume=True, init_weights=None):
     built, trained and validated under the data-parallel
     ``keras.distribution`` (:mod:`keras_rnnlm.training.distribute`); the
     final evaluation too when its batch sizes split over the devices,
-    else on one device.
+    else on one device. With several processes
+    (``train.distribute_num_processes``), each feeds its own block of the
+    streams, process 0 alone writes ``out_dir`` (which every process must
+    see: they all read its checkpoints and best weights), and all return
+    the same results.
 
     Returns:
         The results dict (also in ``results.json``).
@@ -208,6 +214,7 @@ def train(config, callbacks=(), resume=True, init_weights=None):
     distribution = make_distribution(config)
     with distribution_scope(distribution):
         corpus = _train(config, callbacks, resume, init_weights)
+    barrier("keras_rnnlm.train")  # the best weights are written
     d = config.data
     even = all(
         shards_evenly(distribution, b)
@@ -220,14 +227,17 @@ def train(config, callbacks=(), resume=True, init_weights=None):
 def _train(config, callbacks, resume, init_weights):
     """Trains ``config`` (see :func:`train`); returns the loaded corpus."""
     out = config.train.out_dir
-    os.makedirs(out, exist_ok=True)
+    writer = is_writer()  # process 0 of several writes
+    if writer:
+        os.makedirs(out, exist_ok=True)
     if resume:
         check_resumable(config)
     corpus, model = prepare_run(config)
     n_params = model_parameters(model)
     print(f"{config.name}: {n_params:,} parameters")
-    atomic_write_text(os.path.join(out, CONFIG_FILE), config.to_json())
-    corpus.vocab.save(os.path.join(out, VOCAB_FILE))
+    if writer:
+        atomic_write_text(os.path.join(out, CONFIG_FILE), config.to_json())
+        corpus.vocab.save(os.path.join(out, VOCAB_FILE))
 
     d = config.data
     stream = make_train_stream(config, corpus)
@@ -444,7 +454,7 @@ def _epoch_data(stream):
 
 
 def _tensorboard(config, out):
-    if not config.train.tensorboard:
+    if not config.train.tensorboard or not is_writer():
         return []
     try:
         import tensorflow  # noqa: F401

@@ -7,6 +7,13 @@ Usage: python distribute_worker.py CONFIG_JSON OUT NAME [NAME ...]
 where NAME is ``single`` (train.distribute=none), ``parallel``
 (data_parallel) or ``killed`` (data_parallel, killed at the batch
 ``KILL_AT`` of the config's last epoch and resumed).
+
+``multi`` and ``multi_killed`` are ``parallel`` and ``killed`` run as one
+of several processes (``KERAS_DISTRIBUTION_JOB_ADDRESSES`` /
+``_NUM_PROCESSES`` / ``_PROCESS_ID``): every process trains into the same
+``OUT/NAME`` and writes ``OUT/NAME-P.json``/``.npz`` (P its id), with the
+files it wrote (opened for writing, renamed, removed or made) under the
+run directory, recorded by an audit hook.
 """
 
 import json
@@ -87,8 +94,46 @@ def _weights(cfg):
     return [np.asarray(w) for w in model.get_weights()]
 
 
+class _Writes:
+    """The writes (``open`` for writing, rename, remove, mkdir) this
+    process makes under ``directory`` (``sys.addaudithook``)."""
+
+    def __init__(self, directory):
+        self.directory = os.path.abspath(directory)
+        self.paths = []
+        self.active = True
+        sys.addaudithook(self._hook)
+
+    def _under(self, path):
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            return False
+        path = os.path.abspath(os.fsdecode(path))
+        return path.startswith(self.directory)
+
+    def _hook(self, event, args):
+        if not self.active:
+            return
+        if event == "open":
+            path, mode = args[0], args[1]
+            if isinstance(mode, str) and any(c in mode for c in "wax+"):
+                self._record(path)
+            elif isinstance(args[2], int) and args[2] & (
+                os.O_WRONLY | os.O_RDWR | os.O_CREAT
+            ):
+                self._record(path)
+        elif event in ("os.rename", "os.remove", "os.mkdir"):
+            self._record(args[0])
+
+    def _record(self, path):
+        if self._under(path):
+            self.paths.append(os.fsdecode(path))
+
+
 def run(config, out, name):
     distribute = "none" if name == "single" else "data_parallel"
+    process = os.environ.get("KERAS_DISTRIBUTION_PROCESS_ID")
+    tag = name if process is None else f"{name}-{process}"
+    writes = _Writes(os.path.join(out, name))
     cfg = apply_overrides(
         config,
         [
@@ -97,7 +142,7 @@ def run(config, out, name):
         ],
     )
     losses, sharding = _Losses(), _StateSharding()
-    if name == "killed":
+    if name in ("killed", "multi_killed"):
         kill_at = int(os.environ["KILL_AT"])
         try:
             train(cfg, callbacks=[_Kill(cfg.train.epochs - 1, kill_at)])
@@ -106,17 +151,19 @@ def run(config, out, name):
         else:
             raise AssertionError("the run was not killed")
     results = train(cfg, callbacks=[losses, sharding])
+    writes.active = False
     np.savez(
-        os.path.join(out, f"{name}.npz"),
+        os.path.join(out, f"{tag}.npz"),
         *_weights(cfg),
     )
-    with open(os.path.join(out, f"{name}.json"), "w") as f:
+    with open(os.path.join(out, f"{tag}.json"), "w") as f:
         json.dump(
             {
                 "losses": losses.means,
                 "results": results,
                 "sharding": sharding.seen,
                 "devices": len(keras.distribution.list_devices()),
+                "writes": writes.paths,
             },
             f,
         )

@@ -24,9 +24,10 @@ from keras_rnnlm.config import RunConfig
 from keras_rnnlm.config import apply_overrides
 from keras_rnnlm.recipe import load_recipe
 from keras_rnnlm.training import train
+from keras_rnnlm.training.distribute import barrier
 from keras_rnnlm.training.distribute import check_backend
 from keras_rnnlm.training.distribute import check_divisible
-from keras_rnnlm.training.distribute import check_single_process
+from keras_rnnlm.training.distribute import initialize_processes
 from keras_rnnlm.training.distribute import process_settings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -133,16 +134,20 @@ def test_process_settings_from_config_or_environment(tiny_config):
         )
 
 
-def test_several_processes_are_refused_until_the_trainer_supports_them(
-    tiny_config, monkeypatch
-):
-    monkeypatch.delenv("KERAS_DISTRIBUTION_NUM_PROCESSES", raising=False)
-    check_single_process(tiny_config.train)  # one process
-    monkeypatch.setenv("KERAS_DISTRIBUTION_JOB_ADDRESSES", "127.0.0.1:1")
-    monkeypatch.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "2")
-    monkeypatch.setenv("KERAS_DISTRIBUTION_PROCESS_ID", "0")
-    with pytest.raises(ConfigError, match="over 2 processes"):
-        check_single_process(tiny_config.train)
+def test_one_process_joins_nothing(tiny_config, monkeypatch):
+    for var in ("JOB_ADDRESSES", "NUM_PROCESSES", "PROCESS_ID"):
+        monkeypatch.delenv(f"KERAS_DISTRIBUTION_{var}", raising=False)
+    assert initialize_processes(tiny_config.train) == 1
+    one = apply_overrides(
+        tiny_config,
+        [
+            "train.distribute_coordinator=127.0.0.1:1",
+            "train.distribute_num_processes=1",
+            "train.distribute_process_id=0",
+        ],
+    )
+    assert initialize_processes(one.train) == 1
+    barrier("one process")  # returns at once
 
 
 def _awd_config(corpus_dir):
