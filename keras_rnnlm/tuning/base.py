@@ -18,6 +18,15 @@ so they see ``val_ppl``. The package's callbacks hold no model at
 construction (:mod:`keras_rnnlm.callbacks.base`), so they may be given to
 ``search`` as well.
 
+Data parallel: with ``train.distribute = "data_parallel"`` in the base
+config (JAX), every trial's model is built, trained and validated under
+the trainer's data-parallel ``keras.distribution`` over this process's
+devices (:mod:`keras_rnnlm.training.distribute`: the streams split
+contiguously, the carried state batch-sharded). Several processes per
+trial are refused: each process would run its own oracle and pick its own
+trials; Keras Tuner distributes a search across trials instead (one
+process per trial, ``KERASTUNER_*`` variables).
+
 The command line of the ``recipes/tune_*.py`` searches is
 :mod:`keras_rnnlm.cli.tune`.
 """
@@ -29,6 +38,12 @@ import keras_tuner
 
 from keras_rnnlm.callbacks import ResetStates
 from keras_rnnlm.callbacks import make_lr_schedule
+from keras_rnnlm.config import ConfigError
+from keras_rnnlm.training.distribute import check_divisible
+from keras_rnnlm.training.distribute import distribution_scope
+from keras_rnnlm.training.distribute import is_distributed
+from keras_rnnlm.training.distribute import make_distribution
+from keras_rnnlm.training.distribute import process_settings
 from keras_rnnlm.training.trainer import make_train_stream
 from keras_rnnlm.training.trainer import prepare_model
 from keras_rnnlm.training.trainer import validation_callback
@@ -49,6 +64,11 @@ class RunConfigHyperModel(keras_tuner.HyperModel):
       any window; validation keeps ``data.eval_bptt`` when it is set). It
       is declared up front (:meth:`declare_hyperparameters`), so the
       oracle knows it from the first trial (a grid covers it).
+
+    With ``train.distribute = "data_parallel"`` in ``config`` every trial
+    is built and fitted under :attr:`distribution` (this process's
+    devices; a ConfigError for TensorFlow, for several processes and for
+    a trial whose batch does not split over the devices).
 
     Args:
         config: the base :class:`~keras_rnnlm.config.RunConfig`.
@@ -72,6 +92,7 @@ class RunConfigHyperModel(keras_tuner.HyperModel):
             )
         self.config = config
         self.corpus = corpus
+        self.distribution = _trial_distribution(config)
         self.trials_run = 0  # fits run by this process
         self.bptts = None if bptts is None else tuple(int(b) for b in bptts)
         self.learning_rates = (
@@ -122,7 +143,11 @@ class RunConfigHyperModel(keras_tuner.HyperModel):
         return dict(hp.values)
 
     def build(self, hp):
-        return prepare_model(self.run_config(hp), self.corpus)
+        config = self.run_config(hp)
+        if self.distribution is not None:
+            check_divisible(config, self.distribution.device_mesh.devices.size)
+        with distribution_scope(self.distribution):
+            return prepare_model(config, self.corpus)
 
     def trial_callbacks(self, config):
         """The package's callbacks of one trial (fresh objects, no model
@@ -147,13 +172,33 @@ class RunConfigHyperModel(keras_tuner.HyperModel):
         stream = make_train_stream(fixed, self.corpus)
         cbs = [*self.trial_callbacks(config), *(callbacks or ())]
         self.trials_run += 1
-        return model.fit(
-            stream,
-            epochs=epochs or config.train.epochs,
-            callbacks=cbs,
-            shuffle=False,
-            verbose=kwargs.get("verbose", config.train.verbose),
-        )
+        with distribution_scope(self.distribution):
+            return model.fit(
+                stream,
+                epochs=epochs or config.train.epochs,
+                callbacks=cbs,
+                shuffle=False,
+                verbose=kwargs.get("verbose", config.train.verbose),
+            )
+
+
+MULTI_PROCESS_MESSAGE = (
+    "a Keras Tuner search runs train.distribute='data_parallel' over one "
+    "process's devices, not {n} processes: each process would run its own "
+    "oracle; distribute the search across trials (Keras Tuner's "
+    "KERASTUNER_* variables) instead (docs/distributed.md)"
+)
+
+
+def _trial_distribution(config):
+    """The data-parallel distribution of a search's trials (``None`` for
+    ``train.distribute = "none"``)."""
+    if not is_distributed(config.train):
+        return None
+    _, num_processes, _ = process_settings(config.train)
+    if num_processes is not None and num_processes > 1:
+        raise ConfigError(MULTI_PROCESS_MESSAGE.format(n=num_processes))
+    return make_distribution(config)
 
 
 def trial_table(tuner, describe=None):
