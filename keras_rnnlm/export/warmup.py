@@ -214,7 +214,7 @@ def write_warmup_file(export_dir, requests):
     """Writes ``requests`` as ``PredictionLog`` records to the warm-up file
     of ``export_dir``; returns its path."""
     tf = _tf()
-    from tensorflow_serving.apis import predict_pb2
+    from tensorflow_serving.apis import predict_pb2  # imports TF: on use
     from tensorflow_serving.apis import prediction_log_pb2
 
     path = warmup_path(export_dir)
@@ -236,7 +236,7 @@ def read_warmup_file(path):
     """The :class:`WarmupRequest` records of a warm-up file (raises
     ``ValueError`` for a record that is not a ``predict_log``)."""
     tf = _tf()
-    from tensorflow_serving.apis import prediction_log_pb2
+    from tensorflow_serving.apis import prediction_log_pb2  # TF: on use
 
     out = []
     for record in tf.data.TFRecordDataset(path).as_numpy_iterator():

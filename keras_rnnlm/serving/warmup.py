@@ -27,6 +27,8 @@ import sys
 import time
 
 import tensorflow as tf
+from google.protobuf.message import DecodeError
+from tensorflow_serving.apis import prediction_log_pb2
 
 from keras_rnnlm.export.saved_model import MAX_TOKENS
 from keras_rnnlm.export.warmup import ASSETS_EXTRA
@@ -75,9 +77,6 @@ def replay_warmup_file(servable):
     (an export's may warm up lengths up to its ``max_tokens``). Raises
     :class:`WarmupError` naming the file and the record.
     """
-    from google.protobuf.message import DecodeError
-    from tensorflow_serving.apis import prediction_log_pb2
-
     path = warmup_file(servable.path)
     if not os.path.exists(path):
         return None
