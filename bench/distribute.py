@@ -4,7 +4,10 @@ paper-size scaling model.
 Measured: each child process runs on the JAX backend with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` (N = 1 or 2
 virtual CPU devices; both share this machine's cores; ``--impls 1 1dp``:
-one device without and with the data-parallel distribution), builds the
+one device without and with the data-parallel distribution; ``2proc``:
+two processes joined on 127.0.0.1 through ``keras.distribution.
+initialize``, one CPU device each, each feeding its own half of the
+streams; the rate is process 0's), builds the
 ``--recipe``'s ``--preset`` model (default: AWD-LSTM PTB ``cpu``, every
 regulariser on) under ``train.distribute`` (``none`` for 1 device,
 ``data_parallel`` for 2: the streams split over the devices, the carried
@@ -30,14 +33,20 @@ for n = 2, 4, 8. A model, not a measurement.
 
 import json
 import os
+import socket
 import statistics
+import subprocess
+import sys
+import time
 
 import _harness as harness
 
 NAME = "distribute"
 #: device count, and ``dp``: the data-parallel path on that many devices
-#: (``1dp``: the distribution's overhead on one device, against ``1``)
+#: (``1dp``: the distribution's overhead on one device, against ``1``);
+#: ``2proc``: two processes with one device each (not a default)
 IMPLS = ("1", "2")
+PROCESSES = 2
 PAPER_RECIPES = {
     "awd_lstm_ptb": "recipes/awd_lstm_ptb.py",
     "awd_lstm_mos_ptb": "recipes/awd_lstm_mos_ptb.py",
@@ -52,6 +61,7 @@ def measure(impl, recipe, preset, vocab, steps, warmup):
     import numpy as np
 
     from keras_rnnlm.config import apply_overrides
+    from keras_rnnlm.data.streams import process_rows
     from keras_rnnlm.models import build_language_model
     from keras_rnnlm.recipe import config_from_preset
     from keras_rnnlm.recipe import load_recipe
@@ -59,8 +69,6 @@ def measure(impl, recipe, preset, vocab, steps, warmup):
     from keras_rnnlm.training.distribute import make_distribution
     from keras_rnnlm.training.trainer import compile_model
 
-    devices = len(keras.distribution.list_devices())
-    assert devices == _devices(impl), (devices, impl)
     cfg = config_from_preset(
         load_recipe(os.path.join(harness.ROOT, recipe)).PRESETS, preset
     )
@@ -72,8 +80,16 @@ def measure(impl, recipe, preset, vocab, steps, warmup):
     x = rng.integers(0, vocab, (n, t)).astype("int32")
     y = rng.integers(0, vocab, (n, t)).astype("int32")
     with distribution_scope(make_distribution(cfg)):
+        devices = len(keras.distribution.list_devices())
+        assert devices == _devices(impl), (devices, impl)
+        # this process's rows of every batch (all of them with one)
+        lo, hi = process_rows(b)
+        x, y = (a.reshape(-1, b, t)[:, lo:hi].reshape(-1, t) for a in (x, y))
+        b = hi - lo  # this process's rows (the model's batch stays B)
         keras.utils.set_random_seed(cfg.train.seed)
-        model = build_language_model(cfg.model, vocab, b, seed=1)
+        model = build_language_model(
+            cfg.model, vocab, cfg.data.batch_size, seed=1
+        )
         compile_model(model, cfg.train)
         model.fit(x[: b * warmup], y[: b * warmup], batch_size=b, verbose=0)
         rate = harness.median_rate(
@@ -87,21 +103,74 @@ def measure(impl, recipe, preset, vocab, steps, warmup):
             b * t * steps,
         )
     return {
-        "train": rate,
+        "train": rate * cfg.data.batch_size / b,  # all processes' tokens
         "devices": devices,
-        "batch": b,
+        "batch": cfg.data.batch_size,
         "bptt": t,
         "params": int(model.count_params()),
     }
 
 
 def _devices(impl):
+    """The global device count of ``impl``."""
+    if impl.endswith("proc"):
+        return int(impl.removesuffix("proc"))
     return int(impl.removesuffix("dp"))
 
 
 def _label(impl):
-    """``1dev``, ``2dev``, ``1dev_dp``."""
+    """``1dev``, ``2dev``, ``1dev_dp``, ``2proc``."""
+    if impl.endswith("proc"):
+        return impl
     return f"{_devices(impl)}dev" + ("_dp" if impl.endswith("dp") else "")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_processes(params, env, timeout=1800):
+    """Runs the child as :data:`PROCESSES` processes joined on 127.0.0.1
+    (one device each) and returns process 0's result, as
+    ``harness.run_child`` does; kills them all when one fails."""
+    env = {
+        **env,
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=1",
+        "KERAS_DISTRIBUTION_JOB_ADDRESSES": f"127.0.0.1:{_free_port()}",
+        "KERAS_DISTRIBUTION_NUM_PROCESSES": str(PROCESSES),
+    }
+    t = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--child", json.dumps(params)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**env, "KERAS_DISTRIBUTION_PROCESS_ID": str(i)},
+        )
+        for i in range(PROCESSES)
+    ]
+    outputs = []
+    try:
+        for p in procs:
+            outputs.append(p.communicate(timeout=timeout))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, (_, err) in zip(procs, outputs):
+        if p.returncode != 0:
+            raise RuntimeError(
+                f"distribute.py process child {params} failed (exit code "
+                f"{p.returncode}):\n{err[-4000:]}"
+            )
+    result = json.loads(outputs[0][0].strip().splitlines()[-1])
+    result["wall_s"] = time.perf_counter() - t
+    result["load_average"] = os.getloadavg()[0]
+    return result
 
 
 def scaling_model():
@@ -217,6 +286,8 @@ def main():
         )
 
     def run(impl):
+        if impl.endswith("proc"):
+            return run_processes({"impl": impl, **params}, env(impl))
         return harness.run_child(__file__, {"impl": impl, **params}, env(impl))
 
     def report(rep, impl, r):
@@ -240,6 +311,7 @@ def main():
                 reference_name="1 device" if impl != "1" else None,
                 devices=_devices(impl),
                 distribute="none" if impl == "1" else "data_parallel",
+                processes=PROCESSES if impl.endswith("proc") else 1,
                 batch=last["batch"],
                 bptt=last["bptt"],
                 params=last["params"],
