@@ -98,6 +98,8 @@ def cbow_overhead_table(records):
     for r in records:
         if not r.get("name", "").startswith("cbow_wt2_"):
             continue
+        if "overhead_pct" not in r:  # the CBOW runs' quality records
+            continue
         t = str(r.get("threads"))
         if t not in threads:
             threads.append(t)
