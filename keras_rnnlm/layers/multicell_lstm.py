@@ -91,6 +91,7 @@ from keras_rnnlm.layers.fused_recurrence import FUSED_MODES
 from keras_rnnlm.layers.fused_recurrence import FusedRecurrence
 from keras_rnnlm.layers.fused_recurrence import custom_gradient
 from keras_rnnlm.layers.fused_recurrence import value_of
+from keras_rnnlm.layers.stateful import TrackedStateMixin
 from keras_rnnlm.layers.stateful import state_snapshot
 
 STRATEGIES = ("mean", "weighted", "random", "max", "min_max", "learnable_max")
@@ -682,7 +683,7 @@ def _compiled_loop(spec):
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
-class MultiCellLSTM(FusedRecurrence, keras.layers.RNN):
+class MultiCellLSTM(FusedRecurrence, TrackedStateMixin, keras.layers.RNN):
     """Multi-cell LSTM layer with the fast path (see the module docstring).
 
     On the fast path ``x W + b`` is one matrix product over the whole

@@ -506,3 +506,21 @@ def test_jax_backend_matches_reference_and_gradients():
     if "No module named 'jax'" in proc.stdout + proc.stderr:
         pytest.skip("jax not installed")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_stateful_layer_lists_its_carried_state():
+    """The carried state is among the layer's (non-trainable) variables, as
+    for the other recurrent layers: mid-epoch checkpoints save it, and the
+    JAX trainer threads it through its compiled steps."""
+    layer = MultiCellLSTM(4, num_cells=2, stateful=True, return_sequences=True)
+    x = np.random.default_rng(0).normal(size=(2, 3, 5)).astype("float32")
+    first = keras.ops.convert_to_numpy(layer(x))
+    paths = [v.path for v in layer.non_trainable_variables]
+    assert sum(p.endswith("rnn_state") for p in paths) == 2
+    assert layer.count_params() == sum(
+        int(np.prod(w.shape)) for w in layer.trainable_weights
+    )
+    state = keras.ops.convert_to_numpy(layer.states[0])
+    assert np.abs(state).max() > 0
+    second = keras.ops.convert_to_numpy(layer(x))
+    assert not np.allclose(first, second)  # the state was carried
