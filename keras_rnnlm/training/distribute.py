@@ -180,7 +180,7 @@ def barrier(name):
     import jax  # the JAX backend (checked above)
 
     if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
+        from jax.experimental import multihost_utils  # JAX, as above
 
         multihost_utils.sync_global_devices(name)
 
