@@ -63,7 +63,59 @@ def resolve_fast_path(mode, blockers, owner, argument="fused"):
     return False
 
 
-class FusedRecurrence:
+class ResetCall:
+    """The ``call`` of a recurrent layer that takes the sentence-level reset
+    mask ``reset`` (batch, time): 1.0 where a sentence starts, where the
+    state goes back to its initial value before reading ``sequences[:, t]``
+    (the carried state too, at ``t = 0``).
+
+    A call without ``reset`` is the base class's, unchanged. A call with one
+    refuses what :meth:`reset_blockers` names (``RESET_REFUSAL`` says how),
+    then runs the base ``call`` (``keras.layers.RNN.call`` does the state
+    bookkeeping: initial or carried state, stateful assignment,
+    ``return_state``) with the mask where ``inner_loop`` reads it
+    (``self._reset_mask``). Subclasses implement ``reset_blockers(mask)``
+    and read the mask in their ``inner_loop``.
+    """
+
+    #: The refusal, formatted with the blockers (a comma-separated list).
+    RESET_REFUSAL = "a sentence reset mask does not support {}"
+
+    def reset_blockers(self, mask=None):
+        """What a call with a reset mask cannot run (a list of phrases)."""
+        raise NotImplementedError
+
+    def call(
+        self,
+        sequences,
+        initial_state=None,
+        mask=None,
+        training=False,
+        reset=None,
+    ):
+        if reset is None:
+            return super().call(
+                sequences,
+                initial_state=initial_state,
+                mask=mask,
+                training=training,
+            )
+        blockers = self.reset_blockers(mask)
+        if blockers:
+            raise ValueError(
+                f"{type(self).__name__} {self.name!r}: "
+                + self.RESET_REFUSAL.format(", ".join(blockers))
+            )
+        self._reset_mask = reset
+        try:
+            return super().call(
+                sequences, initial_state=initial_state, training=training
+            )
+        finally:
+            self._reset_mask = None
+
+
+class FusedRecurrence(ResetCall):
     """Mix into a ``keras.layers.RNN`` subclass (first among the bases).
 
     Provides:
@@ -121,42 +173,13 @@ class FusedRecurrence:
             self.fused, self.fast_path_blockers(mask), self
         )
 
-    def call(
-        self,
-        sequences,
-        initial_state=None,
-        mask=None,
-        training=False,
-        reset=None,
-    ):
-        """``keras.layers.RNN.call``, plus the sentence-level reset mask
-        ``reset`` (batch, time): 1.0 where a sentence starts, where the
-        state goes back to its initial value before reading
-        ``sequences[:, t]`` (the carried state too, at ``t = 0``). A call
-        with a mask runs :meth:`reset_inner_loop`; one without is
-        unchanged."""
-        if reset is None:
-            return super().call(
-                sequences,
-                initial_state=initial_state,
-                mask=mask,
-                training=training,
-            )
-        blockers = self.fast_path_blockers(mask)
-        if blockers:
-            raise ValueError(
-                f"{type(self).__name__} {self.name!r}: a reset mask needs "
-                f"the fused configuration; remove {', '.join(blockers)}"
-            )
-        # RNN.call does the state bookkeeping (initial / carried state,
-        # stateful assignment, return_state); inner_loop reads the mask.
-        self._reset_mask = reset
-        try:
-            return super().call(
-                sequences, initial_state=initial_state, training=training
-            )
-        finally:
-            self._reset_mask = None
+    #: A reset mask runs the fused configuration's per-step loop.
+    RESET_REFUSAL = "a reset mask needs the fused configuration; remove {}"
+
+    def reset_blockers(self, mask=None):
+        """What a call with a reset mask cannot run: the fast path's
+        blockers (see :class:`ResetCall`)."""
+        return self.fast_path_blockers(mask)
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
         reset = getattr(self, "_reset_mask", None)

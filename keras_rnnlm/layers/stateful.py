@@ -24,6 +24,7 @@ import keras
 from keras import ops
 from keras import tree
 
+from keras_rnnlm.layers.fused_recurrence import ResetCall
 from keras_rnnlm.layers.recurrence import reset_recurrence
 
 
@@ -80,7 +81,7 @@ class TrackedStateMixin:
         ]
 
 
-class SentenceResetMixin:
+class SentenceResetMixin(ResetCall):
     """Mix into a Keras recurrent layer (first among the bases) whose
     cell starts from zero states (Keras's LSTM, GRU, SimpleRNN cells).
 
@@ -109,39 +110,6 @@ class SentenceResetMixin:
         if self.unroll:
             blockers.append("unroll=True")
         return blockers
-
-    def call(
-        self,
-        sequences,
-        initial_state=None,
-        mask=None,
-        training=False,
-        reset=None,
-    ):
-        """The Keras layer's ``call``, plus the sentence-level reset mask
-        ``reset`` (see the class); a call without one is unchanged."""
-        if reset is None:
-            return super().call(
-                sequences,
-                initial_state=initial_state,
-                mask=mask,
-                training=training,
-            )
-        blockers = self.reset_blockers(mask)
-        if blockers:
-            raise ValueError(
-                f"{type(self).__name__} {self.name!r}: a sentence reset "
-                f"mask does not support {', '.join(blockers)}"
-            )
-        # RNN.call does the state bookkeeping (initial / carried state,
-        # stateful assignment, return_state); inner_loop reads the mask.
-        self._reset_mask = reset
-        try:
-            return super().call(
-                sequences, initial_state=initial_state, training=training
-            )
-        finally:
-            self._reset_mask = None
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
         reset = getattr(self, "_reset_mask", None)
