@@ -69,6 +69,11 @@ def main(argv=None):
     p.add_argument("--grad-batches", type=int, default=200)
     p.add_argument("--bptt", type=int, default=200)
     p.add_argument(
+        "--dynamic-only",
+        action="store_true",
+        help="only step 3, on the search an earlier call left in RUN/cache/",
+    )
+    p.add_argument(
         "--logs",
         default=os.path.join(harness.HERE, "logs"),
         help="result files are copied to LOGS/NAME/cache/",
@@ -105,49 +110,52 @@ def main(argv=None):
             )
         )
 
-    shown, _ = _cli(
-        ["tune-cache", run, "--bptt", str(args.bptt), "--out", out], env_note
-    )
-    search = _json(os.path.join(out, "cache_search.json"))
-    best = search["best"]
-    for split in ("valid", "test"):
-        res = search[split]
-        add(
-            f"cache_tuned_{split}",
-            res["cache"]["ppl"],
-            res["plain"]["ppl"],
-            shown,
-            split=split,
-            tokens=res["cache"]["tokens"],
-            cache=best,
-        )
-    for split in ("valid", "test"):
-        path = os.path.join(out, f"preset_{args.preset}_{split}.json")
-        shown, text = _cli(
-            [
-                "evaluate",
-                run,
-                "--split",
-                split,
-                "--bptt",
-                str(args.bptt),
-                "--cache",
-                args.preset,
-            ],
+    if not args.dynamic_only:
+        shown, _ = _cli(
+            ["tune-cache", run, "--bptt", str(args.bptt), "--out", out],
             env_note,
         )
-        res = json.loads(text[text.index("{") :])
-        with open(path, "w") as f:
-            json.dump(res, f, indent=2)
-        add(
-            f"cache_{args.preset}_preset_{split}",
-            res["ppl"],
-            search[split]["plain"]["ppl"],
-            shown,
-            split=split,
-            tokens=res["tokens"],
-            cache=res.get("cache"),
-        )
+    search = _json(os.path.join(out, "cache_search.json"))
+    best = search["best"]
+    if not args.dynamic_only:
+        for split in ("valid", "test"):
+            res = search[split]
+            add(
+                f"cache_tuned_{split}",
+                res["cache"]["ppl"],
+                res["plain"]["ppl"],
+                shown,
+                split=split,
+                tokens=res["cache"]["tokens"],
+                cache=best,
+            )
+        for split in ("valid", "test"):
+            path = os.path.join(out, f"preset_{args.preset}_{split}.json")
+            shown, text = _cli(
+                [
+                    "evaluate",
+                    run,
+                    "--split",
+                    split,
+                    "--bptt",
+                    str(args.bptt),
+                    "--cache",
+                    args.preset,
+                ],
+                env_note,
+            )
+            res = json.loads(text[text.index("{") :])
+            with open(path, "w") as f:
+                json.dump(res, f, indent=2)
+            add(
+                f"cache_{args.preset}_preset_{split}",
+                res["ppl"],
+                search[split]["plain"]["ppl"],
+                shown,
+                split=split,
+                tokens=res["tokens"],
+                cache=res.get("cache"),
+            )
     if args.hparams:
         path = os.path.join(out, "dynamic_cache_test.json")
         shown, _ = _cli(
