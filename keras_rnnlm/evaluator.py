@@ -12,8 +12,7 @@ each of the ``batch_size`` streams is context only, and fewer than
 
 import math
 
-from keras_rnnlm.data.sentences import SentenceResetSequence
-from keras_rnnlm.data.streams import LMSequence
+from keras_rnnlm.data.sentences import lm_sequence
 from keras_rnnlm.layers.recurrence import set_forward_only
 from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
@@ -102,18 +101,10 @@ class Evaluator:
         """
         if weights_from is not None:
             copy_weights(weights_from, self.model)
-        if self.sentence_starts is None:
-            stream = LMSequence(
-                ids, self.batch_size, self.bptt, pad_to=self.bptt
-            )
-        else:
-            stream = SentenceResetSequence(
-                ids,
-                self.batch_size,
-                self.bptt,
-                self.sentence_starts(ids),
-                pad_to=self.bptt,
-            )
+        starts = self.sentence_starts and self.sentence_starts(ids)
+        stream = lm_sequence(
+            ids, self.batch_size, self.bptt, starts, pad_to=self.bptt
+        )
         reset_states(self.model)
         logs = self.model.evaluate(stream, verbose=verbose, return_dict=True)
         reset_states(self.model)

@@ -140,8 +140,7 @@ def make_evaluator(config, corpus, batch_size, bptt=None, **kwargs):
     go to :class:`~keras_rnnlm.evaluation.Evaluator`. With
     ``data.state_reset = "sentence"`` it resets the state at every
     sentence start (:func:`sentence_starts_of`)."""
-    if config.data.state_reset == "sentence":
-        kwargs.setdefault("sentence_starts", sentence_starts_of(corpus))
+    kwargs.setdefault("sentence_starts", run_sentence_starts(config, corpus))
     return Evaluator(
         config.model,
         len(corpus.vocab),
@@ -151,6 +150,15 @@ def make_evaluator(config, corpus, batch_size, bptt=None, **kwargs):
         jit_compile=config.train.jit_compile,
         **kwargs,
     )
+
+
+def run_sentence_starts(config, corpus):
+    """:func:`sentence_starts_of` ``corpus`` for a sentence-level run
+    (``data.state_reset = "sentence"``), else ``None``: what the run's
+    evaluators (static, dynamic, cache) reset at."""
+    if config.data.state_reset != "sentence":
+        return None
+    return sentence_starts_of(corpus)
 
 
 def sentence_starts_of(corpus):

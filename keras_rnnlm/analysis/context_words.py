@@ -3,7 +3,6 @@ long-term learning ability of LSTM LMs*, arXiv:2106.08927): the words
 whose CBOW embeddings are nearest, by cosine, to the context vector d at
 the end of a text."""
 
-import os
 import re
 
 import numpy as np
@@ -14,6 +13,7 @@ from keras_rnnlm.layers.cbow_context import CBOWContext
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models.context import context_layers
 from keras_rnnlm.runs import load_run
+from keras_rnnlm.runs import run_weights
 
 
 def context_vector(layer, ids):
@@ -71,9 +71,7 @@ def context_words_run(run_dir, text, top=5, weights=None, content_only=False):
     """:func:`context_words` of a run's best (or given) weights for a
     whitespace-tokenised ``text``."""
     config, vocab = load_run(run_dir)
-    weights = weights or os.path.join(run_dir, "best.weights.h5")
-    if not os.path.exists(weights):
-        raise FileNotFoundError(f"No weights at {weights!r}")
+    weights = run_weights(run_dir, weights)
     model = build_language_model(config.model, len(vocab), None, stateful=False)
     model.load_weights(weights)
     return context_words(model, vocab, text.split(), top, content_only)

@@ -103,3 +103,14 @@ class SentenceResetSequence(LMSequence):
         if self.pad_to is not None and length < self.pad_to:
             reset = np.pad(reset, ((0, 0), (0, self.pad_to - length)))
         return {"reset": reset}
+
+
+def lm_sequence(ids, batch_size, bptt, starts=None, **kwargs):
+    """The windowed stream of ``ids``: an
+    :class:`~keras_rnnlm.data.streams.LMSequence`, or with ``starts``
+    (sentence starts, as :func:`sentence_starts` gives them) a
+    :class:`SentenceResetSequence` whose inputs carry the reset mask.
+    ``kwargs`` go to the sequence (``pad_to``, ...)."""
+    if starts is None:
+        return LMSequence(ids, batch_size, bptt, **kwargs)
+    return SentenceResetSequence(ids, batch_size, bptt, starts, **kwargs)

@@ -82,8 +82,8 @@ from keras_rnnlm.models.state import reset_states
 from keras_rnnlm.models.weights import load_weights_file
 from keras_rnnlm.runs import atomic_write_text
 from keras_rnnlm.runs import open_run
+from keras_rnnlm.runs import run_sentence_starts
 from keras_rnnlm.runs import run_weights
-from keras_rnnlm.runs import sentence_starts_of
 
 PRESETS = {
     "ptb": {"window": 500, "theta": 1.0, "lam": 0.1},
@@ -682,9 +682,7 @@ DEFAULT_LAMBDAS = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4)
 def _run_evaluator(run_dir, bptt=None, weights=None):
     config, corpus = open_run(run_dir)
     d = config.data
-    starts = None
-    if d.state_reset == "sentence":  # as runs.make_evaluator
-        starts = sentence_starts_of(corpus)
+    starts = run_sentence_starts(config, corpus)
     ev = CacheEvaluator(
         config.model,
         len(corpus.vocab),

@@ -74,8 +74,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_rnnlm.data.sentences import SentenceResetSequence
-from keras_rnnlm.data.streams import LMSequence
+from keras_rnnlm.data.sentences import lm_sequence
 from keras_rnnlm.evaluation.cache_pointer import CacheEvaluator
 from keras_rnnlm.evaluation.cache_pointer import CacheStream
 from keras_rnnlm.evaluation.cache_pointer import keyed_model
@@ -88,7 +87,8 @@ from keras_rnnlm.models.weights import copy_weights
 from keras_rnnlm.models.weights import load_weights_file
 from keras_rnnlm.runs import atomic_write_text
 from keras_rnnlm.runs import open_run
-from keras_rnnlm.runs import sentence_starts_of
+from keras_rnnlm.runs import run_sentence_starts
+from keras_rnnlm.runs import run_weights
 
 VARIANTS = ("rms", "sgd")
 STATISTICS = ("mean", "sum")
@@ -622,10 +622,8 @@ class DynamicEvaluator:
     def _stream(self, ids, batch_size, bptt):
         """The padded windows of ``ids`` (with the reset mask of a
         sentence-level model)."""
-        if self.sentence_starts is None:
-            return LMSequence(ids, batch_size, bptt, pad_to=bptt)
-        starts = self.sentence_starts(ids)
-        return SentenceResetSequence(ids, batch_size, bptt, starts, pad_to=bptt)
+        starts = self.sentence_starts and self.sentence_starts(ids)
+        return lm_sequence(ids, batch_size, bptt, starts, pad_to=bptt)
 
     def load_weights(self, path):
         """Loads trained weights (a ``.weights.h5`` of the run's model, any
@@ -854,12 +852,8 @@ def dynamic_evaluate_run(
     """
 
     config, corpus = open_run(run_dir)
-    weights = weights or os.path.join(run_dir, "best.weights.h5")
-    if not os.path.exists(weights):
-        raise FileNotFoundError(f"No weights at {weights}")
-    starts = None
-    if config.data.state_reset == "sentence":  # as runs.make_evaluator
-        starts = sentence_starts_of(corpus)
+    weights = run_weights(run_dir, weights)
+    starts = run_sentence_starts(config, corpus)
     kw = dict(
         vocab_size=len(corpus.vocab),
         char_level=corpus.is_char_level,

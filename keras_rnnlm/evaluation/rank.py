@@ -21,8 +21,6 @@ values fall from 14.4 (the 202nd) to 5.5e-5 (the 203rd), tol 6.4e-4, rank
 202 = d + bias + normaliser. ``output_rank`` reports that gap.
 """
 
-import os
-
 import numpy as np
 from keras import ops
 
@@ -30,6 +28,7 @@ from keras_rnnlm.data.streams import LMSequence
 from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.state import reset_states
 from keras_rnnlm.runs import open_run
+from keras_rnnlm.runs import run_weights
 
 
 def log_prob_matrix(model, ids, num_contexts, bptt=70):
@@ -92,7 +91,7 @@ def output_rank(run_dir, split="valid", num_contexts=20000, batch_size=10):
 
     config, corpus = open_run(run_dir)
     model = build_language_model(config.model, len(corpus.vocab), batch_size)
-    model.load_weights(os.path.join(run_dir, "best.weights.h5"))
+    model.load_weights(run_weights(run_dir))
     a = log_prob_matrix(
         model, corpus.split(split), num_contexts, config.data.bptt
     )

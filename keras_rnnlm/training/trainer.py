@@ -28,8 +28,7 @@ from keras_rnnlm.callbacks.regularization import RegularizerLogger
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.config import load_config
 from keras_rnnlm.data.documents import corpus_idf
-from keras_rnnlm.data.sentences import SentenceResetSequence
-from keras_rnnlm.data.streams import LMSequence
+from keras_rnnlm.data.sentences import lm_sequence
 from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
 from keras_rnnlm.models import build_language_model
@@ -50,7 +49,7 @@ from keras_rnnlm.runs import evaluate_run
 from keras_rnnlm.runs import is_writer
 from keras_rnnlm.runs import load_run_corpus
 from keras_rnnlm.runs import make_evaluator
-from keras_rnnlm.runs import sentence_starts_of
+from keras_rnnlm.runs import run_sentence_starts
 from keras_rnnlm.training.distribute import barrier
 from keras_rnnlm.training.distribute import distribution_scope
 from keras_rnnlm.training.distribute import make_distribution
@@ -160,15 +159,12 @@ def make_train_stream(config, corpus):
     sampled = bool(config.model.sampled_softmax)
     if d.variable_bptt and d.bptt_max_delta is not None:
         max_len = d.bptt + d.bptt_max_delta
-    cls, extra = LMSequence, {}
-    if d.state_reset == "sentence":  # a reset mask with the windows
-        cls = SentenceResetSequence
-        extra = {"starts": sentence_starts_of(corpus)(corpus.train)}
-    return cls(
+    starts = run_sentence_starts(config, corpus)
+    return lm_sequence(
         corpus.train,
         d.batch_size,
         d.bptt,
-        **extra,
+        starts and starts(corpus.train),
         variable=d.variable_bptt,
         seed=config.train.seed,
         pad_to=None if d.variable_bptt else d.bptt,
