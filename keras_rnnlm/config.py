@@ -540,47 +540,43 @@ def _check_lr_schedule(spec):
             f"{sorted(LR_SCHEDULE_PARAMS)}, got {_describe(name)}"
         )
     params = LR_SCHEDULE_PARAMS[name]
-    unknown = sorted(set(spec) - {"name", *params})
+    _check_spec(
+        spec, params, "train.lr_schedule", f"train.lr_schedule {name!r}"
+    )
+
+
+def _check_pretrained_embeddings(spec):
+    _check_spec(
+        spec,
+        PRETRAINED_EMBEDDING_KEYS,
+        "model.pretrained_embeddings",
+        "model.pretrained_embeddings",
+        extra=(),
+    )
+
+
+def _check_spec(spec, params, path, label, extra=("name",)):
+    """A dict-valued option ``spec`` at ``path`` (``label`` in messages)
+    against ``params`` ``{key: (check, required)}``: no unknown keys
+    (``extra`` are allowed too), the required ones present, each value
+    passing its check; else a ConfigError."""
+    unknown = sorted(set(spec) - {*extra, *params})
     if unknown:
         raise ConfigError(
-            f"Unknown key(s) {unknown} in train.lr_schedule {name!r}; "
-            f"valid keys: {sorted(['name', *params])}"
+            f"Unknown key(s) {unknown} in {label}; "
+            f"valid keys: {sorted([*extra, *params])}"
         )
     for key, (check, required) in params.items():
         if key not in spec:
             if required:
                 raise ConfigError(
-                    f"train.lr_schedule {name!r} needs "
-                    f"train.lr_schedule.{key} ({check.expects})"
+                    f"{label} needs {path}.{key} ({check.expects})"
                 )
             continue
         if not check.ok(spec[key]):
             raise ConfigError(
-                f"train.lr_schedule.{key} must be {check.expects}, got "
+                f"{path}.{key} must be {check.expects}, got "
                 f"{_describe(spec[key])}"
-            )
-
-
-def _check_pretrained_embeddings(spec):
-    keys = PRETRAINED_EMBEDDING_KEYS
-    unknown = sorted(set(spec) - set(keys))
-    if unknown:
-        raise ConfigError(
-            f"Unknown key(s) {unknown} in model.pretrained_embeddings; "
-            f"valid keys: {sorted(keys)}"
-        )
-    for key, (check, required) in keys.items():
-        if key not in spec:
-            if required:
-                raise ConfigError(
-                    f"model.pretrained_embeddings needs "
-                    f"model.pretrained_embeddings.{key} ({check.expects})"
-                )
-            continue
-        if not check.ok(spec[key]):
-            raise ConfigError(
-                f"model.pretrained_embeddings.{key} must be "
-                f"{check.expects}, got {_describe(spec[key])}"
             )
 
 
