@@ -112,14 +112,18 @@ def test_long_stream_error_does_not_grow():
     np.testing.assert_allclose(last, want[:, -bptt:], atol=2e-6)
 
 
-@pytest.mark.parametrize("width", [1, 2, 3, 7, 8, 101])
-def test_window_sums(width):
-    x = np.random.default_rng(4).normal(size=(2, 30, 3)).astype("float32")
+@pytest.mark.parametrize("width", [1, 2, 3, 7, 8, 30, 101])
+@pytest.mark.parametrize("time", [30, 131, 250])
+def test_window_sums(width, time):
+    """Every full window, short and long inputs (one block or many)."""
+    if width > time:
+        pytest.skip("no full window")
+    x = np.random.default_rng(4).normal(size=(2, time, 3)).astype("float32")
     got = ops.convert_to_numpy(window_sums(x, width, 0.9))
-    want = np.zeros(x.shape)
-    for i in range(30):
-        for k in range(min(width, i + 1)):
-            want[:, i] += 0.9**k * x[:, i - k]
+    want = np.zeros((2, time - width + 1, 3))
+    for i in range(time - width + 1):
+        for k in range(width):
+            want[:, i] += 0.9**k * x[:, i + width - 1 - k]
     np.testing.assert_allclose(got, want, atol=1e-5)
 
 
