@@ -29,6 +29,7 @@ from keras_rnnlm.layers.multicell_lstm import STRATEGIES
 from keras_rnnlm.recipe import config_from_preset
 from keras_rnnlm.recipe import load_recipe
 from keras_rnnlm.runs import load_run_corpus
+from keras_rnnlm.training.pretrained import with_pretrained
 from keras_rnnlm.tuning.base import OBJECTIVE
 from keras_rnnlm.tuning.base import trial_table
 from keras_rnnlm.tuning.major_minor import DECILES
@@ -63,17 +64,29 @@ def add_search_arguments(parser, out, max_trials=10, epochs=3):
     parser.add_argument("--overwrite", action="store_true")
     add_set_option(parser, "override a config value of the base preset")
     parser.add_argument("--data-dir")
+    parser.add_argument(
+        "--pretrained",
+        metavar="FILE",
+        help="start every trial from word2vec embeddings "
+        "(model.pretrained_embeddings; `keras-rnnlm word2vec` writes one)",
+    )
     add_debug_flag(parser)
     return parser
 
 
-def base_config(recipe_path, preset, overrides=(), data_dir=None):
-    """A recipe preset with ``--set`` overrides (and ``--data-dir``)."""
+def base_config(
+    recipe_path, preset, overrides=(), data_dir=None, pretrained=None
+):
+    """A recipe preset with ``--set`` overrides (and ``--data-dir``), from
+    the word2vec file ``pretrained`` (``--pretrained``) if given."""
     recipe = load_recipe(recipe_path)
     overrides = list(overrides)
     if data_dir:
         overrides.append(f"data.data_dir={data_dir}")
-    return config_from_preset(recipe.PRESETS, preset, overrides)
+    config = config_from_preset(recipe.PRESETS, preset, overrides)
+    if pretrained:
+        config = with_pretrained(config, pretrained)
+    return config
 
 
 def is_worker():
@@ -220,7 +233,9 @@ def run_multicell_search(
     """Searches cells / strategy / ``o_thr`` on a preset (``--size``) of
     ``base_recipe`` (a recipe path); returns the trial rows."""
     args = multicell_parser(description, size, out).parse_args(argv)
-    config = base_config(base_recipe, args.size, args.overrides, args.data_dir)
+    config = base_config(
+        base_recipe, args.size, args.overrides, args.data_dir, args.pretrained
+    )
     hypermodel = MultiCellHyperModel(
         config,
         load_run_corpus(config),
@@ -399,7 +414,9 @@ def run_major_minor_search(
     """
     args = major_minor_parser(description, preset, out).parse_args(argv)
     recipe = recipe_path(args.recipe or base_recipes[args.search], recipe_dir)
-    config = base_config(recipe, args.preset, args.overrides, args.data_dir)
+    config = base_config(
+        recipe, args.preset, args.overrides, args.data_dir, args.pretrained
+    )
     hypermodel = major_minor_hypermodel(args, config, load_run_corpus(config))
     rows = _search(hypermodel, args, config, callbacks)
     if rows is None:

@@ -39,6 +39,7 @@ import keras_tuner
 from keras_rnnlm.callbacks import ResetStates
 from keras_rnnlm.callbacks import make_lr_schedule
 from keras_rnnlm.config import ConfigError
+from keras_rnnlm.models.pretrained import apply_pretrained_embeddings
 from keras_rnnlm.training.distribute import check_divisible
 from keras_rnnlm.training.distribute import distribution_scope
 from keras_rnnlm.training.distribute import is_distributed
@@ -147,7 +148,10 @@ class RunConfigHyperModel(keras_tuner.HyperModel):
         if self.distribution is not None:
             check_divisible(config, self.distribution.device_mesh.devices.size)
         with distribution_scope(self.distribution):
-            return prepare_model(config, self.corpus)
+            model = prepare_model(config, self.corpus)
+            # every trial starts from the config's word2vec vectors, if any
+            apply_pretrained_embeddings(model, self.corpus.vocab, config.model)
+            return model
 
     def trial_callbacks(self, config):
         """The package's callbacks of one trial (fresh objects, no model

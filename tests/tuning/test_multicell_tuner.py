@@ -2,6 +2,7 @@ import copy
 import os
 
 import keras_tuner
+import numpy as np
 import pytest
 
 from keras_rnnlm.cli.tune import base_config
@@ -63,3 +64,27 @@ def test_hypermodel_space_and_deepcopy(tiny_corpus_dir):
     copy.deepcopy(hm)  # nothing un-copyable is held
     with pytest.raises(ValueError, match="strategies"):
         MultiCellHyperModel(config, None, strategies=["median"])
+
+
+def test_trials_start_from_pretrained_embeddings(tiny_corpus_dir, tmp_path):
+    """``--pretrained FILE``: every trial's model is built with the
+    word2vec vectors in its embedding table (as a training run is)."""
+    from gensim.models import KeyedVectors
+
+    from keras_rnnlm.runs import load_run_corpus
+
+    overrides = _tiny_overrides(tiny_corpus_dir)
+    config = base_config(RECIPE, "small", overrides)
+    corpus = load_run_corpus(config)
+    words = corpus.vocab.tokens[:5]
+    vectors = np.random.default_rng(0).normal(size=(5, 8)).astype("f4")
+    kv = KeyedVectors(vector_size=8)
+    kv.add_vectors(words, vectors)
+    path = str(tmp_path / "w2v.txt")
+    kv.save_word2vec_format(path)
+
+    config = base_config(RECIPE, "small", overrides, pretrained=path)
+    hm = MultiCellHyperModel(config, corpus, cells=(2,), strategies=["max"])
+    model = hm.build(keras_tuner.HyperParameters())
+    table = model.get_layer("embedding").embeddings.numpy()
+    np.testing.assert_allclose(table[:5], vectors)
