@@ -30,6 +30,14 @@ def main(argv=None):
     ap.add_argument(
         "--warmup", type=int, default=2, help="untimed steps first (>= 1)"
     )
+    ap.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config overrides of the preset (e.g. train.jit_compile=false)",
+    )
     harness.add_threads_argument(ap, default=0)
     harness.add_output_arguments(ap, "awd_speed.jsonl")
     args = ap.parse_args(argv)
@@ -44,7 +52,9 @@ def main(argv=None):
     from keras_rnnlm.runs import load_run_corpus
     from keras_rnnlm.training.trainer import compile_model
 
-    config = config_from_preset(load_recipe(args.recipe).PRESETS, args.preset)
+    config = config_from_preset(
+        load_recipe(args.recipe).PRESETS, args.preset, args.overrides
+    )
     d = config.data
     corpus = load_run_corpus(config)
     model = build_language_model(
@@ -78,6 +88,10 @@ def main(argv=None):
         median_step_s=round(step_s, 3),
         est_s_per_ptb_epoch=round(harness.PTB_TRAIN_TOKENS / tok_s),
         backend=keras.backend.backend(),
+        jit_compile=bool(model.jit_compile),
+        overrides=args.overrides,
+        tf_intra_op_env=os.environ.get("TF_NUM_INTRAOP_THREADS"),
+        tf_inter_op_env=os.environ.get("TF_NUM_INTEROP_THREADS"),
     )
     print(json.dumps(rec))
     fields = harness.record_fields(
