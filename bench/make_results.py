@@ -66,6 +66,7 @@ def main(argv=None):
         "memory",
         "params",
         "latency",
+        "reliability",
     ):
         rows = [r for r in records if r.get("kind") == kind]
         if not rows:
