@@ -85,6 +85,18 @@ class ResetCall:
         """What a call with a reset mask cannot run (a list of phrases)."""
         raise NotImplementedError
 
+    def loop_blockers(self, mask=None):
+        """What none of the package's own time loops (fused or per-step
+        with resets) runs: a Keras mask, ``go_backwards``, ``unroll``."""
+        blockers = []
+        if mask is not None:
+            blockers.append("a mask")
+        if self.go_backwards:
+            blockers.append("go_backwards=True")
+        if self.unroll:
+            blockers.append("unroll=True")
+        return blockers
+
     def call(
         self,
         sequences,
@@ -157,14 +169,7 @@ class FusedRecurrence(ResetCall):
 
     def fast_path_blockers(self, mask=None):
         """What keeps this call off the fast path (a list of phrases)."""
-        blockers = []
-        if mask is not None:
-            blockers.append("a mask")
-        if self.go_backwards:
-            blockers.append("go_backwards=True")
-        if self.unroll:
-            blockers.append("unroll=True")
-        return blockers
+        return self.loop_blockers(mask)
 
     def use_fast_path(self, mask=None):
         """Whether a call with ``mask`` takes the fast path (see

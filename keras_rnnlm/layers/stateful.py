@@ -103,13 +103,7 @@ class SentenceResetMixin(ResetCall):
         for name in ("dropout", "recurrent_dropout"):
             if getattr(self.cell, name, 0.0):
                 blockers.append(f"{name}={getattr(self.cell, name)}")
-        if mask is not None:
-            blockers.append("a mask")
-        if self.go_backwards:
-            blockers.append("go_backwards=True")
-        if self.unroll:
-            blockers.append("unroll=True")
-        return blockers
+        return blockers + self.loop_blockers(mask)
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
         reset = getattr(self, "_reset_mask", None)

@@ -140,6 +140,41 @@ def test_keras_layer_dropout_is_refused_under_a_reset(key):
 # -- Keras's own layers (keras_lstm, gru, simple_rnn) -------------------
 
 
+def _check_resets_carried_state_at_t0(layer, seed):
+    """A stateful layer with a reset at t = 0 of every row gives the
+    output of a fresh state, and keeps its final state as an unmasked
+    call does."""
+    x = np.random.default_rng(seed).normal(size=(B, T, D)).astype("float32")
+    layer(x)  # some carried state
+    r = np.zeros((B, T), "float32")
+    r[:, 0] = 1.0
+    got = ops.convert_to_numpy(layer(x, reset=r))
+    carried = [ops.convert_to_numpy(s) for s in layer.states]
+    layer.reset_state()
+    want = ops.convert_to_numpy(layer(x))
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    for a, b in zip(carried, layer.states):
+        np.testing.assert_allclose(a, ops.convert_to_numpy(b), atol=1e-5)
+
+
+def _check_trains_with_a_reset_mask(layer, units, seed):
+    """One training step of a model over ``layer(x, reset=r)`` changes
+    every trainable weight, with a finite loss."""
+    import keras
+
+    inputs = keras.Input((T, D))
+    reset = keras.Input((T,))
+    model = keras.Model([inputs, reset], layer(inputs, reset=reset))
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.random.default_rng(seed).normal(size=(B, T, D)).astype("float32")
+    y = np.ones((B, T, units), "float32")
+    before = [ops.convert_to_numpy(w) for w in layer.trainable_weights]
+    loss = model.train_on_batch([x, _reset()], y)
+    assert np.isfinite(loss)
+    after = [ops.convert_to_numpy(w) for w in layer.trainable_weights]
+    assert all(not np.allclose(a, b) for a, b in zip(after, before))
+
+
 def _keras_layers():
     from keras_rnnlm.layers import stateful
 
@@ -171,34 +206,14 @@ def test_keras_layer_scores_a_sentence_in_a_stream_as_alone(name):
 @pytest.mark.parametrize("name", sorted(KERAS_LAYERS))
 def test_keras_layer_resets_its_carried_state_at_t0(name):
     layer = KERAS_LAYERS[name](H, return_sequences=True, stateful=True)
-    x = np.random.default_rng(11).normal(size=(B, T, D)).astype("float32")
-    layer(x)  # some carried state
-    r = np.zeros((B, T), "float32")
-    r[:, 0] = 1.0
-    got = ops.convert_to_numpy(layer(x, reset=r))
-    carried = [ops.convert_to_numpy(s) for s in layer.states]
-    layer.reset_state()
-    want = ops.convert_to_numpy(layer(x))
-    np.testing.assert_allclose(got, want, atol=1e-5)
-    for a, b in zip(carried, layer.states):
-        np.testing.assert_allclose(a, ops.convert_to_numpy(b), atol=1e-5)
+    _check_resets_carried_state_at_t0(layer, seed=11)
 
 
 @pytest.mark.parametrize("name", sorted(KERAS_LAYERS))
 def test_keras_layer_trains_with_a_reset_mask(name):
-    import keras
 
     layer = KERAS_LAYERS[name](H, return_sequences=True)
-    inputs = keras.Input((T, D))
-    reset = keras.Input((T,))
-    model = keras.Model([inputs, reset], layer(inputs, reset=reset))
-    model.compile(optimizer="sgd", loss="mse")
-    x = np.random.default_rng(12).normal(size=(B, T, D)).astype("float32")
-    before = [ops.convert_to_numpy(w) for w in layer.trainable_weights]
-    loss = model.train_on_batch([x, _reset()], np.ones((B, T, H), "float32"))
-    assert np.isfinite(loss)
-    after = [ops.convert_to_numpy(w) for w in layer.trainable_weights]
-    assert all(not np.allclose(a, b) for a, b in zip(after, before))
+    _check_trains_with_a_reset_mask(layer, H, seed=12)
 
 
 @pytest.mark.parametrize(
@@ -294,40 +309,18 @@ def test_every_layer_scores_a_sentence_in_a_stream_as_alone(name):
 @pytest.mark.parametrize("name", sorted(LAYERS))
 def test_every_layer_resets_its_carried_state_at_t0(name):
     layer = LAYERS[name](return_sequences=True, stateful=True)
-    x = np.random.default_rng(6).normal(size=(B, T, D)).astype("float32")
-    layer(x)  # some carried state
-    r = np.zeros((B, T), "float32")
-    r[:, 0] = 1.0
-    got = ops.convert_to_numpy(layer(x, reset=r))
-    carried = [ops.convert_to_numpy(s) for s in layer.states]
-    layer.reset_state()
-    want = ops.convert_to_numpy(layer(x))
-    np.testing.assert_allclose(got, want, atol=1e-5)
-    # the reset call kept its final state, as an unmasked call does
-    for a, b in zip(carried, layer.states):
-        np.testing.assert_allclose(a, ops.convert_to_numpy(b), atol=1e-5)
+    _check_resets_carried_state_at_t0(layer, seed=6)
 
 
 @pytest.mark.parametrize("name", sorted(LAYERS))
 def test_every_layer_trains_with_a_reset_mask(name):
-    import keras
 
     if name == "multicell-random":  # the sampled selection in training
         layer = LAYERS[name](return_sequences=True, random_inference="sample")
     else:
         layer = LAYERS[name](return_sequences=True)
-    inputs = keras.Input((T, D))
-    reset = keras.Input((T,))
-    model = keras.Model([inputs, reset], layer(inputs, reset=reset))
-    model.compile(optimizer="sgd", loss="mse")
-    x = np.random.default_rng(7).normal(size=(B, T, D)).astype("float32")
     units = layer.cell.units if hasattr(layer, "cell") else layer.units
-    y = np.ones((B, T, units), "float32")
-    before = [ops.convert_to_numpy(w) for w in layer.trainable_weights]
-    loss = model.train_on_batch([x, _reset()], y)
-    assert np.isfinite(loss)
-    after = [ops.convert_to_numpy(w) for w in layer.trainable_weights]
-    assert all(not np.allclose(a, b) for a, b in zip(after, before))
+    _check_trains_with_a_reset_mask(layer, units, seed=7)
 
 
 def _fast_path_outputs(layer, x):
