@@ -227,6 +227,23 @@ def _run_worker(cfg, out, names, **env):
 
 
 @pytest.mark.slow
+def assert_same_run(ref, w_ref, run, w_run):
+    """Two runs' worker reports and final weights are the same run: the
+    loss of every step (the epochs' running means), the weights and the
+    validation and test perplexities."""
+    assert [len(e) for e in run["losses"]] == [len(e) for e in ref["losses"]]
+    for a, b in zip(ref["losses"], run["losses"]):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    for a, b in zip(w_ref, w_run):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for split in ("valid", "test"):
+        np.testing.assert_allclose(
+            ref["results"][split]["ppl"],
+            run["results"][split]["ppl"],
+            rtol=1e-6,
+        )
+
+
 def test_data_parallel_equals_one_device_and_resumes(tiny_corpus_dir, tmp_path):
     pytest.importorskip("jax")
     cfg = _awd_config(tiny_corpus_dir)
@@ -244,21 +261,8 @@ def test_data_parallel_equals_one_device_and_resumes(tiny_corpus_dir, tmp_path):
     for weight in parallel["sharding"]["weight"]:
         assert weight["devices"] == 2 and weight["shard"] == weight["shape"]
     assert all(s["devices"] == 1 for s in single["sharding"]["state"])
-    # the loss of every step (the epochs' running means), the weights,
-    # the NT-ASGD average's validation and the test perplexity
-    assert [len(e) for e in parallel["losses"]] == [
-        len(e) for e in single["losses"]
-    ]
-    for a, b in zip(single["losses"], parallel["losses"]):
-        np.testing.assert_allclose(a, b, rtol=1e-6)
-    for a, b in zip(w_single, w_parallel):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    for split in ("valid", "test"):
-        np.testing.assert_allclose(
-            single["results"][split]["ppl"],
-            parallel["results"][split]["ppl"],
-            rtol=1e-6,
-        )
+    # the NT-ASGD average's validation and the test perplexity included
+    assert_same_run(single, w_single, parallel, w_parallel)
     # killed in the middle of the last epoch (after batch 9, checkpointed
     # at batch 7) and resumed: the rest of the run is the uninterrupted
     # one's
@@ -308,13 +312,4 @@ def test_mixture_and_sampled_heads_data_parallel_equal_one_device(
     )
     assert parallel["devices"] == 2
     assert all(s["shard"][0] == 2 for s in parallel["sharding"]["state"])
-    for a, b in zip(single["losses"], parallel["losses"]):
-        np.testing.assert_allclose(a, b, rtol=1e-6)
-    for a, b in zip(w_single, w_parallel):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    for split in ("valid", "test"):
-        np.testing.assert_allclose(
-            single["results"][split]["ppl"],
-            parallel["results"][split]["ppl"],
-            rtol=1e-6,
-        )
+    assert_same_run(single, w_single, parallel, w_parallel)

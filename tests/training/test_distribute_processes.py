@@ -19,6 +19,7 @@ import pytest
 from test_distribute import WORKER
 from test_distribute import _awd_config
 from test_distribute import _run_worker
+from test_distribute import assert_same_run
 from user_process import SUITE_SETTINGS
 
 from keras_rnnlm.data.streams import LMSequence
@@ -120,19 +121,7 @@ def test_two_processes_equal_one_process_and_resume(tiny_corpus_dir, tmp_path):
     # every process sees the same global run: the single-process run's
     # losses per step, weights and perplexities
     for info, weights in multi:
-        assert [len(e) for e in info["losses"]] == [
-            len(e) for e in single["losses"]
-        ]
-        for a, b in zip(single["losses"], info["losses"]):
-            np.testing.assert_allclose(a, b, rtol=1e-6)
-        for a, b in zip(w_single, weights):
-            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-        for split in ("valid", "test"):
-            np.testing.assert_allclose(
-                single["results"][split]["ppl"],
-                info["results"][split]["ppl"],
-                rtol=1e-6,
-            )
+        assert_same_run(single, w_single, info, weights)
     # process 0 alone wrote the run directory
     for runs in (multi, killed):
         assert runs[0][0]["writes"], "process 0 wrote nothing"
