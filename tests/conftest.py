@@ -6,6 +6,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from run_dirs import write_run_dir  # noqa: E402
 
 from keras_rnnlm.config import RunConfig  # noqa: E402
 
@@ -106,11 +107,7 @@ def train_tiny_run(out, corpus_dir, level="word", epochs=10):
     corpus, model = prepare_run(config)
     stream = LMSequence(corpus.train, 8, 16, pad_to=16)
     model.fit(stream, epochs=epochs, verbose=0, shuffle=False)
-    with open(os.path.join(out, "config.json"), "w") as f:
-        f.write(config.to_json())
-    corpus.vocab.save(os.path.join(out, "vocab.json"))
-    model.save_weights(os.path.join(out, "best.weights.h5"))
-    return str(out)
+    return write_run_dir(out, config, corpus.vocab, model)
 
 
 def shared_tiny_run(tmp_path_factory, corpus_dir):

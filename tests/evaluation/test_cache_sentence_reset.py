@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import pytest
+from run_dirs import write_random_run
 
 from keras_rnnlm.config import ModelConfig
 from keras_rnnlm.config import RunConfig
@@ -84,7 +85,6 @@ def test_keyed_split_follows_the_mask():
 def sentence_run(tiny_corpus_dir, tmp_path):
     """A sentence-level run directory with a CBOW context (random
     weights: the evaluators must agree on any weights)."""
-    from keras_rnnlm.runs import load_run_corpus
 
     config = RunConfig.from_dict(
         {
@@ -105,16 +105,7 @@ def sentence_run(tiny_corpus_dir, tmp_path):
             "train": {"out_dir": str(tmp_path), "tensorboard": False},
         }
     )
-    corpus = load_run_corpus(config)
-    model = build_language_model(
-        config.model, len(corpus.vocab), None, stateful=False, seed=5
-    )
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "config.json").write_text(config.to_json())
-    corpus.vocab.save(str(run / "vocab.json"))
-    model.save_weights(str(run / "best.weights.h5"))
-    return str(run)
+    return write_random_run(config, tmp_path / "run")[0]
 
 
 def test_cache_evaluate_run_of_a_sentence_level_run(sentence_run):

@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 import pytest
+from run_dirs import write_random_run
 
 from keras_rnnlm.config import ModelConfig
 from keras_rnnlm.config import RunConfig
@@ -48,23 +49,6 @@ def _run_config(corpus, state_reset="sentence", context=None, out="."):
     )
 
 
-def _write_run(config, tmp_path):
-    """A run directory with random weights (the scorers must agree on any
-    weights); returns ``(run_dir, corpus)``."""
-    from keras_rnnlm.runs import load_run_corpus
-
-    corpus = load_run_corpus(config)
-    model = build_language_model(
-        config.model, len(corpus.vocab), None, stateful=False, seed=5
-    )
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "config.json").write_text(config.to_json())
-    corpus.vocab.save(str(run / "vocab.json"))
-    model.save_weights(str(run / "best.weights.h5"))
-    return str(run), corpus
-
-
 def _document(corpus_dir, n=12):
     """The first ``n`` lines of the tiny corpus's validation text."""
     with open(os.path.join(corpus_dir, "valid.txt")) as f:
@@ -92,7 +76,7 @@ def test_document_of_a_sentence_level_run_equals_the_evaluators(
     from keras_rnnlm.runs import sentence_starts_of
 
     config = _run_config(tiny_corpus_dir, context=context, out=tmp_path)
-    run, corpus = _write_run(config, tmp_path)
+    run, corpus = write_random_run(config, tmp_path / "run")
     weights = os.path.join(run, "best.weights.h5")
     lines = _document(tiny_corpus_dir)
     ids = _stream_ids(lines, corpus.vocab)
@@ -223,7 +207,7 @@ def test_cli_score_document_of_a_sentence_level_run(
     from keras_rnnlm.runs import sentence_starts_of
 
     config = _run_config(tiny_corpus_dir, context=CBOW, out=tmp_path)
-    run, corpus = _write_run(config, tmp_path)
+    run, corpus = write_random_run(config, tmp_path / "run")
     lines = _document(tiny_corpus_dir, n=8)
     path = tmp_path / "doc.txt"
     path.write_text("\n".join(lines) + "\n")

@@ -1,0 +1,28 @@
+"""Run directories for tests: the three files every run command reads
+(``config.json``, ``vocab.json``, ``best.weights.h5``)."""
+
+import os
+
+from keras_rnnlm.models import build_language_model
+from keras_rnnlm.runs import load_run_corpus
+
+
+def write_run_dir(out, config, vocab, model):
+    """Writes ``config``, ``vocab`` and ``model``'s weights into ``out``
+    (created if missing); returns ``out`` as a string."""
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        f.write(config.to_json())
+    vocab.save(os.path.join(out, "vocab.json"))
+    model.save_weights(os.path.join(out, "best.weights.h5"))
+    return str(out)
+
+
+def write_random_run(config, out, seed=5):
+    """A run directory of ``config`` with random weights (for checks
+    that must hold on any weights); returns ``(run_dir, corpus)``."""
+    corpus = load_run_corpus(config)
+    model = build_language_model(
+        config.model, len(corpus.vocab), None, stateful=False, seed=seed
+    )
+    return write_run_dir(out, config, corpus.vocab, model), corpus
