@@ -226,7 +226,6 @@ def _run_worker(cfg, out, names, **env):
     ]
 
 
-@pytest.mark.slow
 def assert_same_run(ref, w_ref, run, w_run):
     """Two runs' worker reports and final weights are the same run: the
     loss of every step (the epochs' running means), the weights and the
@@ -244,6 +243,7 @@ def assert_same_run(ref, w_ref, run, w_run):
         )
 
 
+@pytest.mark.slow
 def test_data_parallel_equals_one_device_and_resumes(tiny_corpus_dir, tmp_path):
     pytest.importorskip("jax")
     cfg = _awd_config(tiny_corpus_dir)
