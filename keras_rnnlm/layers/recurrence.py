@@ -29,6 +29,8 @@ from keras import backend
 from keras import ops
 
 from keras_rnnlm.layers.fused_recurrence import custom_gradient
+from keras_rnnlm.layers.loop_parts import loop_parts
+from keras_rnnlm.layers.loop_parts import run_in_parts
 
 
 def compile_loop(fn):
@@ -95,6 +97,17 @@ def _tensors(*xs):
     import tensorflow as tf  # TensorFlow backend only
 
     return tuple(tf.identity(x) for x in xs)
+
+
+def _entries(*weights):
+    """Entries of the weight tensors (a step's multiply-adds per row)."""
+    n = 0
+    for w in weights:
+        size = 1
+        for d in w.shape:
+            size *= d
+        n += size
+    return n
 
 
 def _time_major(x):
@@ -256,9 +269,14 @@ def lstm_recurrence(proj, h0, c0, recurrent_kernel, forward_only=False):
         Differentiable with respect to all four arguments.
     """
     forward, backward, forward_only_loop = _compiled()
+    parts = loop_parts(proj.shape[0], _entries(recurrent_kernel))
     if forward_only:
-        h_all, h_t, c_t = forward_only_loop(
-            *_tensors(_time_major(proj), h0, c0, recurrent_kernel)
+        h_all, h_t, c_t = run_in_parts(
+            forward_only_loop,
+            parts,
+            _tensors(_time_major(proj), h0, c0, recurrent_kernel),
+            (1, 0, 0, None),
+            (1, 0, 0),
         )
         return _time_major(h_all), h_t, c_t
 
@@ -269,24 +287,34 @@ def lstm_recurrence(proj, h0, c0, recurrent_kernel, forward_only=False):
         # differentiable variant of the XLA function).
         sg = ops.stop_gradient
         proj_tm = _time_major(proj)
-        h_all, c_all, gates_all = forward(
-            sg(proj_tm), sg(h0), sg(c0), sg(recurrent_kernel)
+        h_all, c_all, gates_all = run_in_parts(
+            forward,
+            parts,
+            (sg(proj_tm), sg(h0), sg(c0), sg(recurrent_kernel)),
+            (1, 0, 0, None),
+            (1, 1, 1),
         )
         outputs = _time_major(h_all)
         h_t, c_t = h_all[-1], c_all[-1]
 
         def grad(upstream):
             d_out, d_ht, d_ct = upstream
-            dz_all, dh0, dc0 = backward(
-                h0,
-                c0,
-                recurrent_kernel,
-                h_all,
-                c_all,
-                gates_all,
-                _time_major(d_out),
-                d_ht,
-                d_ct,
+            dz_all, dh0, dc0 = run_in_parts(
+                backward,
+                parts,
+                (
+                    h0,
+                    c0,
+                    recurrent_kernel,
+                    h_all,
+                    c_all,
+                    gates_all,
+                    _time_major(d_out),
+                    d_ht,
+                    d_ct,
+                ),
+                (0, 0, None, 1, 1, 1, 1, 0, 0),
+                (1, 0, 0),
             )
             h_prev = shift_in(h0, h_all)
             n = ops.shape(h0)[-1]
@@ -365,6 +393,20 @@ def _scan_backward(step, xs_tm, states, weights, states_all, d_ys, d_last):
     return dxs, carry[:n_states], carry[n_states:]
 
 
+def _flat(loop):
+    """``loop`` returning one flat tuple (a pair ``(ys, states)`` or a
+    triple ``(dxs, d_states, d_weights)`` flattened), for
+    :func:`~keras_rnnlm.layers.loop_parts.run_in_parts`."""
+
+    def run(*args):
+        out = []
+        for part in loop(*args):
+            out.extend(part if isinstance(part, tuple) else (part,))
+        return tuple(out)
+
+    return run
+
+
 def make_fused_scan(step):
     """A compiled, differentiable loop for a recurrent step function.
 
@@ -398,27 +440,45 @@ def make_fused_scan(step):
 
     def run(xs_tm, states, weights, forward_only=False):
         states, weights = tuple(states), tuple(weights)
-        if forward_only:
-            return forward_only_loop(
-                _tensors(xs_tm)[0], _tensors(*states), _tensors(*weights)
-            )
         n_s = len(states)
+        parts = loop_parts(xs_tm.shape[1], _entries(*weights))
+        if forward_only:
+            ys, *last = run_in_parts(
+                _flat(forward_only_loop),
+                parts,
+                (
+                    _tensors(xs_tm)[0],
+                    _tensors(*states),
+                    _tensors(*weights),
+                ),
+                (1, 0, None),
+                (1,) + (0,) * n_s,
+            )
+            return ys, tuple(last)
 
         @custom_gradient
         def _run(xs_tm, *flat):
             st, w = flat[:n_s], flat[n_s:]
             sg = ops.stop_gradient
-            ys, states_all = forward(
-                sg(xs_tm), tuple(sg(s) for s in st), tuple(sg(v) for v in w)
+            ys, *states_all = run_in_parts(
+                _flat(forward),
+                parts,
+                (sg(xs_tm), tuple(sg(s) for s in st), tuple(sg(v) for v in w)),
+                (1, 0, None),
+                (1,) * (1 + n_s),
             )
+            states_all = tuple(states_all)
             last = tuple(s[-1] for s in states_all)
 
             def grad(upstream):
                 d_ys, *d_last = upstream
-                dxs, d_states, d_w = backward(
-                    xs_tm, st, w, states_all, d_ys, tuple(d_last)
+                return run_in_parts(
+                    _flat(backward),
+                    parts,
+                    (xs_tm, st, w, states_all, d_ys, tuple(d_last)),
+                    (1, 0, None, 1, 1, 0),
+                    (1,) + (0,) * n_s + (None,) * len(w),
                 )
-                return (dxs, *d_states, *d_w)
 
             return (ys, *last), grad
 

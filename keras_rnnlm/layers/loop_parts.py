@@ -1,0 +1,141 @@
+"""Running a compiled time loop as concurrent row blocks of its batch.
+
+Why: a recurrent step's matrix product is small (``B x H`` by ``H x 4H``:
+20 x 400 x 1600 for the AWD-LSTM ``cpu`` shape), and XLA:CPU gains little
+or nothing from splitting one such product over the intra-op threads; at
+two threads it can even be slower than at one (measured on a 2-core
+machine, forward-only LSTM loop, 35 steps, H = 400: batch 10, 2.5 ms at one
+thread and 2.1 ms at two; batch 2, 1.2 ms and 1.8 ms). The rows of a batch
+are independent, though, so the loop can run as ``n`` separate calls on
+row blocks, which TensorFlow's executor runs at the same time on its
+inter-op threads: batch 10, 1.7 ms; batch 20, 3.8 -> 2.9 ms; batch 2,
+1.8 -> 1.6 ms. Large steps are left whole: XLA threads them well
+(H = 400, batch 80: 20.6 ms at one thread, 11.9 ms at two, 11.7 ms split)
+and splitting them costs (H = 1150, batch 20: 32 ms at two threads,
+42 ms split).
+
+Only on TensorFlow inside a graph (``tf.function``: Keras's train, test
+and predict steps; eager ops run one after the other, and on JAX the loops
+are part of one ``jit`` program, whose independent parts XLA runs one
+after the other), only with a static batch size, and only when the
+inter-op pool has more than one thread.
+Each row block is computed by the same loop on the same weights; the
+results are those of the whole batch up to round-off in the matrix
+products' blocking.
+
+``KERAS_RNNLM_LOOP_PARTS`` (an integer; 1 turns the split off) overrides
+the choice, for benchmarks and for machines where the default is wrong.
+"""
+
+import os
+
+from keras import backend
+
+#: Rows a block keeps at least.
+MIN_ROWS = 2
+
+#: Above this many multiply-adds per step of the whole batch (batch x the
+#: step's weight entries: ``B x H x 4H`` for an LSTM) the loop is not split
+#: (XLA's own threading of the product then scales; see the module doc).
+MAX_STEP_MACS = 32_000_000
+
+#: The environment variable that overrides :func:`loop_parts`.
+ENV = "KERAS_RNNLM_LOOP_PARTS"
+
+
+def inter_op_threads():
+    """Threads of TensorFlow's inter-op pool: set through ``tf.config``,
+    else ``TF_NUM_INTEROP_THREADS``, else the usable cores (TensorFlow's
+    default)."""
+    import tensorflow as tf  # TensorFlow backend only
+
+    n = tf.config.threading.get_inter_op_parallelism_threads()
+    if n > 0:
+        return n
+    env = os.environ.get("TF_NUM_INTEROP_THREADS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def _override():
+    value = os.environ.get(ENV, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(
+            f"{ENV} must be a positive integer (1: no split), got {value!r}"
+        )
+    return int(value)
+
+
+def loop_parts(batch, step_weights):
+    """How many row blocks a loop over ``batch`` rows runs as.
+
+    Args:
+        batch: the static batch size, or ``None`` (dynamic: 1 block).
+        step_weights: the weight entries one step multiplies each row by
+            (``H x 4H`` for an LSTM): a step costs ``batch x step_weights``
+            multiply-adds.
+    """
+    if backend.backend() != "tensorflow" or batch is None or batch < 2:
+        return 1
+    import tensorflow as tf  # TensorFlow backend only
+
+    if tf.executing_eagerly():
+        return 1  # eager ops run one after the other: nothing to gain
+    forced = _override()
+    if forced is not None:
+        return max(1, min(forced, batch))
+    if batch * step_weights > MAX_STEP_MACS:
+        return 1
+    return max(1, min(inter_op_threads(), batch // MIN_ROWS))
+
+
+def _block_sizes(batch, parts):
+    base, extra = divmod(batch, parts)
+    return [base + (i < extra) for i in range(parts)]
+
+
+def run_in_parts(fn, parts, args, axes, out_axes):
+    """``fn(*args)`` as ``parts`` calls on row blocks, outputs joined.
+
+    Args:
+        fn: returns a flat tuple of tensors.
+        parts: the number of blocks (1: ``fn(*args)`` itself).
+        args: the arguments; an argument may be a tuple of tensors.
+        axes: per argument, the batch axis of its tensors, or ``None`` for
+            an argument every block shares (weights).
+        out_axes: per output, the batch axis the blocks' outputs are
+            concatenated on, or ``None`` to add them up (a gradient with
+            respect to shared weights).
+    """
+    if parts == 1:
+        return fn(*args)
+    import tensorflow as tf  # TensorFlow backend only (loop_parts)
+
+    batch = None
+    for arg, axis in zip(args, axes):
+        if axis is not None:
+            for a in arg if isinstance(arg, tuple) else (arg,):
+                batch = batch or a.shape[axis]
+    if batch is None or batch < parts:
+        return fn(*args)  # no static batch size here: one call
+    sizes = _block_sizes(batch, parts)
+
+    def split(arg, axis):
+        if axis is None:
+            return [arg] * parts
+        if isinstance(arg, tuple):
+            return list(zip(*(tf.split(a, sizes, axis=axis) for a in arg)))
+        return tf.split(arg, sizes, axis=axis)
+
+    blocks = list(zip(*(split(a, ax) for a, ax in zip(args, axes))))
+    results = [fn(*block) for block in blocks]
+    joined = []
+    for i, axis in enumerate(out_axes):
+        outs = [r[i] for r in results]
+        joined.append(tf.add_n(outs) if axis is None else tf.concat(outs, axis))
+    return tuple(joined)

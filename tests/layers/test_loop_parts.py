@@ -1,0 +1,188 @@
+"""The compiled loops run as concurrent row blocks of the batch
+(keras_rnnlm.layers.loop_parts)."""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_rnnlm.layers import loop_parts as lp
+from keras_rnnlm.layers.recurrence import lstm_recurrence
+from keras_rnnlm.layers.recurrence import make_fused_scan
+
+tf_only = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="the split is TensorFlow-only (tf.function graphs)",
+)
+
+
+def _in_graph(fn):
+    import tensorflow as tf
+
+    return tf.function(fn)()
+
+
+@tf_only
+def test_eager_calls_are_never_split(monkeypatch):
+    monkeypatch.setenv(lp.ENV, "4")
+    assert lp.loop_parts(20, 1600) == 1
+
+
+@tf_only
+def test_the_choice_in_a_graph(monkeypatch):
+    monkeypatch.delenv(lp.ENV, raising=False)
+    monkeypatch.setattr(lp, "inter_op_threads", lambda: 2)
+    parts = _in_graph(
+        lambda: [
+            lp.loop_parts(10, 400 * 1600),  # small steps: split
+            lp.loop_parts(1, 400 * 1600),  # one row
+            lp.loop_parts(3, 400 * 1600),  # 2 rows a block at least
+            lp.loop_parts(None, 400 * 1600),  # dynamic batch
+            lp.loop_parts(20, 1150 * 4600),  # a large step: XLA threads it
+        ]
+    )
+    assert parts == [2, 1, 1, 1, 1]
+    monkeypatch.setattr(lp, "inter_op_threads", lambda: 1)
+    assert _in_graph(lambda: lp.loop_parts(10, 1600)) == 1
+
+
+@tf_only
+def test_the_environment_overrides_and_is_checked(monkeypatch):
+    monkeypatch.setattr(lp, "inter_op_threads", lambda: 2)
+    monkeypatch.setenv(lp.ENV, "3")
+    assert _in_graph(lambda: lp.loop_parts(20, 1150 * 4600)) == 3
+    assert _in_graph(lambda: lp.loop_parts(2, 1600)) == 2  # <= the rows
+    monkeypatch.setenv(lp.ENV, "1")
+    assert _in_graph(lambda: lp.loop_parts(20, 1600)) == 1
+    monkeypatch.setenv(lp.ENV, "two")
+    with pytest.raises(ValueError, match=lp.ENV):
+        _in_graph(lambda: lp.loop_parts(20, 1600))
+
+
+def test_inter_op_threads_reads_the_environment(monkeypatch):
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("TensorFlow's pools")
+    import tensorflow as tf
+
+    if tf.config.threading.get_inter_op_parallelism_threads():
+        pytest.skip("set through tf.config in this process")
+    monkeypatch.setenv("TF_NUM_INTEROP_THREADS", "3")
+    assert lp.inter_op_threads() == 3
+    monkeypatch.delenv("TF_NUM_INTEROP_THREADS")
+    assert lp.inter_op_threads() >= 1
+
+
+@tf_only
+def test_run_in_parts_splits_joins_and_sums():
+    x = np.arange(5 * 2, dtype="float32").reshape(5, 2)  # 5 rows: 3 + 2
+    t = np.arange(4 * 5, dtype="float32").reshape(4, 5)  # batch on axis 1
+    w = np.float32(10.0)
+    rows = []
+
+    def fn(x, pair, w):
+        rows.append(x.shape[0])
+        t, t2 = pair
+        return x * w, ops.transpose(t + t2), ops.sum(x, axis=0)
+
+    out = lp.run_in_parts(fn, 2, (x, (t, 2 * t), w), (0, 1, None), (0, 0, None))
+    assert rows == [3, 2]
+    np.testing.assert_array_equal(out[0], x * 10)
+    np.testing.assert_array_equal(out[1], 3 * t.T)
+    np.testing.assert_array_equal(out[2], x.sum(axis=0))
+    whole = lp.run_in_parts(
+        fn, 1, (x, (t, 2 * t), w), (0, 1, None), (0, 0, None)
+    )
+    assert rows[2:] == [5]  # one call on the whole batch
+    np.testing.assert_array_equal(whole[0], out[0])
+
+
+def _loop_calls(fn):
+    """The compiled-loop calls in ``fn``'s graph (and its gradient's)."""
+    import tensorflow as tf
+
+    graph = tf.function(fn).get_concrete_function().graph
+    calls = [
+        op
+        for op in graph.get_operations()
+        if op.type in ("PartitionedCall", "StatefulPartitionedCall")
+    ]
+    return len(calls)
+
+
+def _lstm_run(proj, h0, c0, rk, forward_only):
+    import tensorflow as tf
+
+    def run():
+        with tf.GradientTape() as tape:
+            tape.watch([proj, h0, c0, rk])
+            out, h_t, c_t = lstm_recurrence(
+                proj, h0, c0, rk, forward_only=forward_only
+            )
+            loss = tf.reduce_sum(out * out) + tf.reduce_sum(h_t + 2 * c_t)
+        if forward_only:
+            return out, h_t, c_t
+        return (out, h_t, c_t, *tape.gradient(loss, [proj, h0, c0, rk]))
+
+    return run
+
+
+@tf_only
+@pytest.mark.parametrize("forward_only", [False, True])
+def test_lstm_blocks_give_the_whole_batch_results(monkeypatch, forward_only):
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    b, t, h = 5, 7, 6
+    args = [
+        tf.constant(rng.normal(size=s).astype("float32"))
+        for s in [(b, t, 4 * h), (b, h), (b, h), (h, 4 * h)]
+    ]
+    results, calls = {}, {}
+    for parts in ("1", "2"):
+        monkeypatch.setenv(lp.ENV, parts)
+        run = _lstm_run(*args, forward_only)
+        calls[parts] = _loop_calls(run)
+        results[parts] = tf.function(run)()
+    # forward (+ backward) loops: one call each, or one per block
+    assert calls["2"] > calls["1"]
+    for a, b_ in zip(results["1"], results["2"]):
+        np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-6)
+
+
+@tf_only
+@pytest.mark.parametrize("forward_only", [False, True])
+def test_fused_scan_blocks_give_the_whole_batch_results(
+    monkeypatch, forward_only
+):
+    """A generic loop (a tanh RNN): outputs, last state and the gradients,
+    the shared weight's added over the blocks."""
+    import tensorflow as tf
+
+    def step(x, states, weights):
+        (h,), (u,) = states, weights
+        h = ops.tanh(x + ops.matmul(h, u))
+        return h, (h,)
+
+    loop = make_fused_scan(step)
+    rng = np.random.default_rng(1)
+    xs = tf.constant(rng.normal(size=(6, 5, 4)).astype("float32"))
+    h0 = tf.constant(rng.normal(size=(5, 4)).astype("float32"))
+    u = tf.constant(rng.normal(size=(4, 4)).astype("float32") * 0.5)
+
+    def run():
+        with tf.GradientTape() as tape:
+            tape.watch([xs, h0, u])
+            ys, (h_t,) = loop(xs, (h0,), (u,), forward_only=forward_only)
+            loss = tf.reduce_sum(ys * ys) + tf.reduce_sum(h_t)
+        if forward_only:
+            return ys, h_t
+        return (ys, h_t, *tape.gradient(loss, [xs, h0, u]))
+
+    results, calls = {}, {}
+    for parts in ("1", "3"):
+        monkeypatch.setenv(lp.ENV, parts)
+        calls[parts] = _loop_calls(run)
+        results[parts] = tf.function(run)()
+    assert calls["3"] > calls["1"]
+    for a, b in zip(results["1"], results["3"]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
