@@ -12,7 +12,10 @@ each of the ``batch_size`` streams is context only, and fewer than
 
 import math
 
+from keras import backend
+
 from keras_rnnlm.data.sentences import lm_sequence
+from keras_rnnlm.layers.loop_parts import may_split
 from keras_rnnlm.layers.recurrence import set_forward_only
 from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
@@ -20,6 +23,26 @@ from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.state import reset_states
 from keras_rnnlm.models.weights import copy_weights
 from keras_rnnlm.models.weights import load_weights_file
+
+
+def eval_jit_compile(jit_compile, batch_size):
+    """The ``jit_compile`` an evaluation model at ``batch_size`` is
+    compiled with: ``jit_compile`` itself unless it is ``"auto"``.
+
+    ``"auto"`` on TensorFlow: ``True`` (one XLA program for the whole
+    forward-only step: the decoder's product and the loss fuse, with no
+    per-op dispatch) unless the recurrent loops can run as concurrent row
+    blocks of the batch (:func:`~keras_rnnlm.layers.loop_parts.may_split`:
+    more than one inter-op thread and batch >= 4), which one XLA program
+    would run one after the other. Measured on the AWD-LSTM ``cpu``
+    shape, 2-core machine, ms a window of 35 (``tf.function`` / XLA):
+    batch 1, 5.85 / 5.01 at one thread and 4.92 / 4.51 at two; batch 10,
+    21.0 / 19.8 at one thread, 15.2 / 16.5 at two. Other backends:
+    ``"auto"`` (Keras's choice: jitted on JAX).
+    """
+    if jit_compile != "auto" or backend.backend() != "tensorflow":
+        return jit_compile
+    return not may_split(batch_size)
 
 
 def safe_exp(x):
@@ -36,8 +59,11 @@ class Evaluator:
         batch_size: number of parallel streams.
         bptt: window length (state is carried across windows).
         char_level: also report bits per character.
-        jit_compile: passed to ``compile`` (``"auto"``: jitted on JAX, a
-            ``tf.function`` without XLA on a CPU-only TensorFlow).
+        jit_compile: passed to ``compile``; ``"auto"`` (see
+            :func:`eval_jit_compile`): jitted on JAX; on TensorFlow the
+            whole evaluation step XLA-compiled where the recurrent loops
+            run whole, a ``tf.function`` around the XLA-compiled loops
+            where they run as concurrent row blocks.
         recurrent_output_hook: passed to
             :func:`~keras_rnnlm.models.builder.build_language_model` for
             the evaluation model only (e.g. feature masking).
@@ -78,7 +104,7 @@ class Evaluator:
         self.model.compile(
             loss=TokenCrossEntropy(),
             weighted_metrics=lm_metrics(char_level),
-            jit_compile=jit_compile,
+            jit_compile=eval_jit_compile(jit_compile, batch_size),
         )
 
     def load_weights(self, path):

@@ -60,3 +60,40 @@ def test_random_corpora_batches_and_windows_are_exact(n, batch, bptt, seed):
     assert r["tokens"] == tok.size == batch * (n // batch - 1)
     assert math.isclose(r["nll"], tok.mean(), rel_tol=1e-5)
     assert math.isclose(r["ppl"], math.exp(tok.mean()), rel_tol=1e-5)
+
+
+def test_auto_jit_compile_follows_the_loop_split(monkeypatch):
+    """``"auto"`` on TensorFlow: the whole step XLA-compiled unless the
+    loops can run as concurrent row blocks; explicit values are kept."""
+    import keras
+
+    from keras_rnnlm.evaluator import eval_jit_compile
+    from keras_rnnlm.layers import loop_parts
+
+    assert eval_jit_compile(False, 1) is False
+    assert eval_jit_compile(True, 10) is True
+    if keras.backend.backend() != "tensorflow":
+        assert eval_jit_compile("auto", 1) == "auto"
+        return
+    monkeypatch.delenv(loop_parts.ENV, raising=False)
+    monkeypatch.setattr(loop_parts, "inter_op_threads", lambda: 2)
+    assert eval_jit_compile("auto", 1) is True
+    assert eval_jit_compile("auto", 3) is True  # one block of >= 2 rows
+    assert eval_jit_compile("auto", 10) is False
+    monkeypatch.setattr(loop_parts, "inter_op_threads", lambda: 1)
+    assert eval_jit_compile("auto", 10) is True
+    monkeypatch.setenv(loop_parts.ENV, "2")
+    assert eval_jit_compile("auto", 10) is False
+    assert Evaluator(CONFIG, VOCAB, 10, 5).model.jit_compile is False
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_the_xla_step_gives_the_plain_steps_result(batch):
+    ids = np.random.default_rng(5).integers(0, VOCAB, 300).astype("int32")
+    results = []
+    for jit in (True, False):
+        ev = Evaluator(CONFIG, VOCAB, batch, 7, jit_compile=jit)
+        copy_weights(_reference_model(), ev.model)
+        results.append(ev.evaluate(ids))
+    assert results[0]["tokens"] == results[1]["tokens"]
+    assert math.isclose(results[0]["nll"], results[1]["nll"], rel_tol=1e-6)

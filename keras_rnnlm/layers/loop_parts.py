@@ -71,6 +71,16 @@ def _override():
     return int(value)
 
 
+def _graph_parts(batch, step_weights=0):
+    """:func:`loop_parts` in a graph (the eager check left out)."""
+    forced = _override()
+    if forced is not None:
+        return max(1, min(forced, batch))
+    if batch * step_weights > MAX_STEP_MACS:
+        return 1
+    return max(1, min(inter_op_threads(), batch // MIN_ROWS))
+
+
 def loop_parts(batch, step_weights):
     """How many row blocks a loop over ``batch`` rows runs as.
 
@@ -86,12 +96,16 @@ def loop_parts(batch, step_weights):
 
     if tf.executing_eagerly():
         return 1  # eager ops run one after the other: nothing to gain
-    forced = _override()
-    if forced is not None:
-        return max(1, min(forced, batch))
-    if batch * step_weights > MAX_STEP_MACS:
-        return 1
-    return max(1, min(inter_op_threads(), batch // MIN_ROWS))
+    return _graph_parts(batch, step_weights)
+
+
+def may_split(batch):
+    """Whether loops over ``batch`` rows can run as row blocks in a graph
+    (before their step size is known): TensorFlow, more than one inter-op
+    thread (or the override), at least two blocks' rows."""
+    if backend.backend() != "tensorflow" or not batch or batch < 2:
+        return False
+    return _graph_parts(batch) > 1
 
 
 def _block_sizes(batch, parts):

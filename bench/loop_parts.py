@@ -1,0 +1,129 @@
+"""The recurrent loops as concurrent row blocks, on and off, in one process.
+
+    python bench/loop_parts.py --recipe recipes/awd_lstm_ptb.py --preset cpu \\
+        --threads 2 --rounds 8
+
+Builds the preset's model twice in one process, once with the loops split
+into row blocks turned off (``KERAS_RNNLM_LOOP_PARTS=1``) and once with the
+package's choice (``keras_rnnlm.layers.loop_parts``; the variable is read
+when a step is traced), and times, interleaved over ``--rounds`` rounds of
+``--calls`` calls each (medians reported):
+
+* ``train``: ``train_on_batch`` at the preset's batch and ``bptt``;
+* ``eval_bN``: ``test_on_batch`` of a forward-only model (what the
+  package's ``Evaluator`` runs) at each ``--eval-batches`` size, windows of
+  ``eval_bptt``.
+
+Random token ids; ``--threads`` sets TensorFlow's intra- and inter-op
+pools (0: the defaults, all cores). One record per phase (kind
+``throughput``, unit tok/s, the reference being the loops unsplit) is
+appended to ``bench/results/loop_parts.jsonl`` (``--out``).
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+import _harness as harness
+import numpy as np
+
+ENV = "KERAS_RNNLM_LOOP_PARTS"
+
+
+def _build(config, vocab, batch, forward_only):
+    from keras_rnnlm.layers.recurrence import set_forward_only
+    from keras_rnnlm.models import build_language_model
+    from keras_rnnlm.training import compile_model
+
+    model = build_language_model(
+        config.model, vocab, batch, seed=config.train.seed
+    )
+    if forward_only:
+        set_forward_only(model)
+    compile_model(model, config.train)
+    return model
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--recipe", required=True)
+    ap.add_argument("--preset", default="cpu")
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--calls", type=int, default=10, help="calls a round")
+    ap.add_argument(
+        "--eval-batches", nargs="+", type=int, default=[10, 1], metavar="B"
+    )
+    ap.add_argument("--vocab", type=int, default=10000)
+    harness.add_threads_argument(ap, default=0)
+    harness.add_output_arguments(ap, "loop_parts.jsonl")
+    args = ap.parse_args(argv)
+    harness.set_threads(args.threads)
+
+    from keras_rnnlm.layers.loop_parts import inter_op_threads
+    from keras_rnnlm.recipe import config_from_preset
+    from keras_rnnlm.recipe import load_recipe
+
+    config = config_from_preset(load_recipe(args.recipe).PRESETS, args.preset)
+    d, v = config.data, args.vocab
+    rng = np.random.default_rng(0)
+    phases = {"train": (d.batch_size, d.bptt, False)}
+    for b in args.eval_batches:
+        phases[f"eval_b{b}"] = (b, d.eval_bptt or d.bptt, True)
+    calls = {}
+    for setting in ("off", "auto"):
+        if setting == "off":
+            os.environ[ENV] = "1"
+        else:
+            os.environ.pop(ENV, None)
+        for phase, (batch, bptt, forward_only) in phases.items():
+            model = _build(config, v, batch, forward_only)
+            x = rng.integers(0, v, (batch, bptt)).astype("int32")
+            fn = model.test_on_batch if forward_only else model.train_on_batch
+            fn(x, x)  # traced here, with this setting
+            calls[phase, setting] = (lambda fn=fn, x=x: fn(x, x), batch * bptt)
+    os.environ.pop(ENV, None)
+    times = {key: [] for key in calls}
+    for r in range(args.rounds):
+        for key, (fn, _) in calls.items():
+            fn()
+            start = time.perf_counter()
+            for _ in range(args.calls):
+                fn()
+            times[key].append((time.perf_counter() - start) / args.calls)
+    fields = harness.record_fields(
+        "loop_parts.py",
+        threads=args.threads or "default",
+        inter_op_threads=inter_op_threads(),
+        recipe=args.recipe,
+        preset=args.preset,
+        rounds=args.rounds,
+    )
+    records = []
+    for phase in phases:
+        tokens = calls[phase, "auto"][1]
+        on = tokens / statistics.median(times[phase, "auto"])
+        off = tokens / statistics.median(times[phase, "off"])
+        print(
+            f"{phase:9s} split {on:9.1f} tok/s  unsplit {off:9.1f}  "
+            f"x{on / off:.3f}",
+            flush=True,
+        )
+        records.append(
+            harness.record(
+                "throughput",
+                f"loop_parts_{phase}_t{args.threads or 'default'}",
+                os.path.basename(args.recipe).removesuffix(".py")
+                + f" {args.preset}",
+                on,
+                "tok/s",
+                reference=off,
+                reference_name="loops unsplit",
+                batch=phases[phase][0],
+            )
+        )
+    harness.write_records(args, records, fields)
+
+
+if __name__ == "__main__":
+    main()
