@@ -142,11 +142,13 @@ def eval_steps(tokens, batch, bptt):
 # -- threads -----------------------------------------------------------------
 
 
-def thread_env(threads, interop=1, **extra):
+def thread_env(threads, interop=0, **extra):
     """The environment of a child process: for ``threads`` > 0,
     TensorFlow's intra-op (``threads``) and inter-op (``interop``,
-    0: ``threads``) pools, OpenMP's, and the values
-    :func:`set_torch_threads` applies; ``extra`` variables last."""
+    default 0: ``threads``, so "1 thread" is one thread and "2 threads"
+    are TensorFlow's own choice on a 2-core machine) pools, OpenMP's, and
+    the values :func:`set_torch_threads` applies; ``extra`` variables
+    last."""
     env = dict(os.environ)
     if threads:
         interop = interop or threads

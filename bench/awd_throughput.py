@@ -720,7 +720,10 @@ def main():
 
     mem = "gpu_peak_mb" if args.device == "gpu" else "rss_mb"
     fields = harness.record_fields(
-        "awd_throughput.py", device=device, threads=args.threads or None
+        "awd_throughput.py",
+        device=device,
+        threads=args.threads or None,
+        inter_op_threads=args.threads or "default",
     )
     med = harness.medians(
         samples,
