@@ -81,7 +81,8 @@ RECIPES = {
 }
 EVAL_METHOD = (
     "model.evaluate of a keras_rnnlm.evaluation.Evaluator's stateful model "
-    "on its LMSequence stream; first window untimed"
+    "on its LMSequence stream; first call of the compiled step (1 window, "
+    "or steps_per_execution) untimed"
 )
 
 
@@ -230,13 +231,18 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
         times.clear()
 
         class EvalTimer(keras.callbacks.Callback):
+            # Called once a call of the compiled step, which may run
+            # several windows (the Evaluator's steps_per_execution): the
+            # index is that of the call's last window.
             def on_test_batch_end(self, batch, logs=None):
                 float(logs["loss"])  # waits for the step (async backends)
-                times.append(time.perf_counter())
+                times.append((batch, time.perf_counter()))
 
         reset_states(ev.model)
         ev.model.evaluate(eval_stream, verbose=0, callbacks=[EvalTimer()])
-        out[key] = windows * batch * bptt / (times[-1] - times[0])
+        (first, t0), (last, t1) = times[0], times[-1]
+        out[key] = (last - first) * batch * bptt / (t1 - t0)
+        out[key + "_windows_a_call"] = ev.model.steps_per_execution
         out[key + "_batch"] = batch
     out["params"] = params
     if keras.backend.backend() == "jax":

@@ -87,13 +87,50 @@ def test_auto_jit_compile_follows_the_loop_split(monkeypatch):
     assert Evaluator(CONFIG, VOCAB, 10, 5).model.jit_compile is False
 
 
+@pytest.mark.parametrize("sentences", [False, True])
 @pytest.mark.parametrize("batch", [1, 4])
-def test_the_xla_step_gives_the_plain_steps_result(batch):
+def test_the_xla_multi_window_step_gives_the_plain_steps_result(
+    batch, sentences
+):
+    """XLA, 32 windows a call (``"auto"`` at batch 1) against one plain
+    step a window: 42 windows at batch 1, not a multiple of 32; with and
+    without sentence resets."""
     ids = np.random.default_rng(5).integers(0, VOCAB, 300).astype("int32")
+    starts = (lambda ids: ids == 0) if sentences else None
     results = []
-    for jit in (True, False):
-        ev = Evaluator(CONFIG, VOCAB, batch, 7, jit_compile=jit)
+    for jit, spe in ((True, 32), (False, 1)):
+        ev = Evaluator(
+            CONFIG,
+            VOCAB,
+            batch,
+            7,
+            jit_compile=jit,
+            steps_per_execution=spe,
+            sentence_starts=starts,
+        )
         copy_weights(_reference_model(), ev.model)
         results.append(ev.evaluate(ids))
-    assert results[0]["tokens"] == results[1]["tokens"]
-    assert math.isclose(results[0]["nll"], results[1]["nll"], rel_tol=1e-6)
+        results.append(ev.evaluate(ids))  # the state is reset between
+    assert len({r["tokens"] for r in results}) == 1
+    for r in results[1:]:
+        assert math.isclose(results[0]["nll"], r["nll"], rel_tol=1e-6)
+
+
+def test_auto_steps_per_execution_follows_the_xla_step(monkeypatch):
+    import keras
+
+    from keras_rnnlm.evaluator import STEPS_PER_EXECUTION
+    from keras_rnnlm.evaluator import eval_steps_per_execution
+    from keras_rnnlm.layers import loop_parts
+
+    assert eval_steps_per_execution(4, "auto", 1) == 4
+    if keras.backend.backend() != "tensorflow":
+        assert eval_steps_per_execution("auto", "auto", 1) == 1
+        return
+    monkeypatch.delenv(loop_parts.ENV, raising=False)
+    monkeypatch.setattr(loop_parts, "inter_op_threads", lambda: 2)
+    assert eval_steps_per_execution("auto", "auto", 1) == STEPS_PER_EXECUTION
+    assert eval_steps_per_execution("auto", False, 1) == 1
+    assert eval_steps_per_execution("auto", "auto", 10) == 1
+    ev = Evaluator(CONFIG, VOCAB, 1, 5)
+    assert ev.model.steps_per_execution == STEPS_PER_EXECUTION
