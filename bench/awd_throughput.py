@@ -183,6 +183,8 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
     from keras_rnnlm.models.weights import copy_weights
     from keras_rnnlm.recipe import config_from_preset
     from keras_rnnlm.recipe import load_recipe
+
+    harness.note_import_rss()
     from keras_rnnlm.training import compile_model
 
     cfg_dict, train_ids, valid_ids, vocab = _load(workdir, name)
@@ -233,7 +235,8 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
         class EvalTimer(keras.callbacks.Callback):
             # Called once a call of the compiled step, which may run
             # several windows (the Evaluator's steps_per_execution): the
-            # index is that of the call's last window.
+            # index is that of the call's last window, or for a last,
+            # shorter call where that window would have been.
             def on_test_batch_end(self, batch, logs=None):
                 float(logs["loss"])  # waits for the step (async backends)
                 times.append((batch, time.perf_counter()))
@@ -241,6 +244,7 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
         reset_states(ev.model)
         ev.model.evaluate(eval_stream, verbose=0, callbacks=[EvalTimer()])
         (first, t0), (last, t1) = times[0], times[-1]
+        last = min(last, len(eval_stream) - 1)
         out[key] = (last - first) * batch * bptt / (t1 - t0)
         out[key + "_windows_a_call"] = ev.model.steps_per_execution
         out[key + "_batch"] = batch
@@ -428,6 +432,7 @@ def measure_torch(name, workdir, steps, warmup, eval_windows, device):
     import torch
     import torch.nn.functional as F
 
+    harness.note_import_rss()
     harness.set_torch_threads(torch)
     cuda = torch.cuda.is_available() and device == "gpu"
     dev = torch.device("cuda" if cuda else "cpu")
@@ -605,6 +610,22 @@ def measure(impl, name, workdir, steps, warmup, eval_windows, device):
     return result
 
 
+def _model_rss(mem, res, ref):
+    """The framework's RSS after its import and the rest of the peak (the
+    model and its work), for both sides (CPU only)."""
+    if mem != "rss_mb":
+        return {}
+    out = {
+        "import_rss_mb": round(res["import_rss_mb"], 1),
+        "model_rss_mb": round(res[mem] - res["import_rss_mb"], 1),
+    }
+    if ref:
+        out["reference_model_rss_mb"] = round(
+            ref[mem] - ref["import_rss_mb"], 1
+        )
+    return out
+
+
 def _child_env(args):
     if args.device == "cpu":
         return harness.thread_env(args.threads)
@@ -733,7 +754,15 @@ def main():
     )
     med = harness.medians(
         samples,
-        ("train", "eval_b10", "eval_b1", mem, "params", "load_average"),
+        (
+            "train",
+            "eval_b10",
+            "eval_b1",
+            mem,
+            "import_rss_mb",
+            "params",
+            "load_average",
+        ),
     )
     records = []
     for name in args.models:
@@ -807,6 +836,7 @@ def main():
                     ref and ref[mem],
                     f"{torch_name}, same run",
                     **info,
+                    **_model_rss(mem, res, ref),
                     note="peak RSS of the whole subprocess (train + both "
                     "evaluations)"
                     if mem == "rss_mb"
