@@ -84,7 +84,7 @@ def main(argv=None):
             calls[phase, setting] = (lambda fn=fn, x=x: fn(x, x), batch * bptt)
     os.environ.pop(ENV, None)
     times = {key: [] for key in calls}
-    for r in range(args.rounds):
+    for _ in range(args.rounds):
         for key, (fn, _) in calls.items():
             fn()
             start = time.perf_counter()
