@@ -14,6 +14,7 @@ import math
 
 from keras import backend
 
+from keras_rnnlm.data.graph_windows import graph_windows
 from keras_rnnlm.data.sentences import lm_sequence
 from keras_rnnlm.layers.loop_parts import may_split
 from keras_rnnlm.layers.recurrence import set_forward_only
@@ -167,7 +168,9 @@ class Evaluator:
             ids, self.batch_size, self.bptt, starts, pad_to=self.bptt
         )
         reset_states(self.model)
-        logs = self.model.evaluate(stream, verbose=verbose, return_dict=True)
+        logs = self.model.evaluate(
+            graph_windows(stream), verbose=verbose, return_dict=True
+        )
         reset_states(self.model)
         result = {
             "nll": float(logs["nll"]),
