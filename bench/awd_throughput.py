@@ -81,8 +81,9 @@ RECIPES = {
 }
 EVAL_METHOD = (
     "model.evaluate of a keras_rnnlm.evaluation.Evaluator's stateful model "
-    "on its LMSequence stream; first call of the compiled step (1 window, "
-    "or steps_per_execution) untimed"
+    "on its stream (LMSequence windows cut by tf.data, as "
+    "Evaluator.evaluate feeds them); first call of the compiled step "
+    "(1 window, or steps_per_execution) untimed"
 )
 
 
@@ -176,6 +177,7 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
     import numpy as np
 
     from keras_rnnlm.config import RunConfig
+    from keras_rnnlm.data.graph_windows import graph_windows
     from keras_rnnlm.data.streams import LMSequence
     from keras_rnnlm.evaluation import Evaluator
     from keras_rnnlm.models import build_language_model
@@ -242,7 +244,9 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
                 times.append((batch, time.perf_counter()))
 
         reset_states(ev.model)
-        ev.model.evaluate(eval_stream, verbose=0, callbacks=[EvalTimer()])
+        ev.model.evaluate(
+            graph_windows(eval_stream), verbose=0, callbacks=[EvalTimer()]
+        )
         (first, t0), (last, t1) = times[0], times[-1]
         last = min(last, len(eval_stream) - 1)
         out[key] = (last - first) * batch * bptt / (t1 - t0)
