@@ -4,6 +4,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from run_dirs import write_run_dir  # noqa: E402
@@ -34,6 +35,9 @@ def tiny_corpus_dir(tmp_path_factory):
     return str(d)
 
 
+_TINY_JIT = False if keras.backend.backend() == "tensorflow" else "auto"
+
+
 @pytest.fixture
 def tiny_config(tiny_corpus_dir, tmp_path):
     return RunConfig.from_dict(
@@ -60,6 +64,11 @@ def tiny_config(tiny_corpus_dir, tmp_path):
                 "out_dir": str(tmp_path / "run"),
                 "tensorboard": False,
                 "verbose": 0,
+                # The plain evaluation step on TensorFlow: "auto" would
+                # XLA-compile a whole step per evaluator and process, which
+                # these 60-token splits never repay (tests/test_evaluator.py
+                # covers the XLA step). JAX keeps its jitted step.
+                "jit_compile": _TINY_JIT,
             },
         }
     )
