@@ -152,6 +152,18 @@ class Evaluator:
         """
         load_weights_file(self.model, self.model_config, self.vocab_size, path)
 
+    def batches(self, ids):
+        """``(stream, data)``: the windowed stream of ``ids`` (an
+        :class:`~keras_rnnlm.data.streams.LMSequence`, with the sentence
+        resets of a sentence-level evaluator) and what :meth:`evaluate`
+        feeds ``self.model`` (its windows cut by ``tf.data`` where
+        :func:`~keras_rnnlm.data.graph_windows.graph_windows` can)."""
+        starts = self.sentence_starts and self.sentence_starts(ids)
+        stream = lm_sequence(
+            ids, self.batch_size, self.bptt, starts, pad_to=self.bptt
+        )
+        return stream, graph_windows(stream)
+
     def evaluate(self, ids, weights_from=None, verbose=0):
         """Returns ``{"nll", "ppl", "tokens"(, "bpc")}`` for ``ids``.
 
@@ -163,14 +175,9 @@ class Evaluator:
         """
         if weights_from is not None:
             copy_weights(weights_from, self.model)
-        starts = self.sentence_starts and self.sentence_starts(ids)
-        stream = lm_sequence(
-            ids, self.batch_size, self.bptt, starts, pad_to=self.bptt
-        )
+        stream, data = self.batches(ids)
         reset_states(self.model)
-        logs = self.model.evaluate(
-            graph_windows(stream), verbose=verbose, return_dict=True
-        )
+        logs = self.model.evaluate(data, verbose=verbose, return_dict=True)
         reset_states(self.model)
         result = {
             "nll": float(logs["nll"]),

@@ -24,6 +24,7 @@ the loop.
 """
 
 import functools
+import math
 
 from keras import backend
 from keras import ops
@@ -101,13 +102,7 @@ def _tensors(*xs):
 
 def _entries(*weights):
     """Entries of the weight tensors (a step's multiply-adds per row)."""
-    n = 0
-    for w in weights:
-        size = 1
-        for d in w.shape:
-            size *= d
-        n += size
-    return n
+    return sum(math.prod(w.shape) for w in weights)
 
 
 def _time_major(x):
