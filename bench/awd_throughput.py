@@ -81,9 +81,9 @@ RECIPES = {
 }
 EVAL_METHOD = (
     "model.evaluate of a keras_rnnlm.evaluation.Evaluator's stateful model "
-    "on its stream (LMSequence windows cut by tf.data, as "
-    "Evaluator.evaluate feeds them); first call of the compiled step "
-    "(1 window, or steps_per_execution) untimed"
+    "on Evaluator.batches (what Evaluator.evaluate feeds it: LMSequence "
+    "windows cut by tf.data), timed from the first call of the compiled "
+    "step to the end of the last, after an untimed one-window pass"
 )
 
 
@@ -177,7 +177,6 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
     import numpy as np
 
     from keras_rnnlm.config import RunConfig
-    from keras_rnnlm.data.graph_windows import graph_windows
     from keras_rnnlm.data.streams import LMSequence
     from keras_rnnlm.evaluation import Evaluator
     from keras_rnnlm.models import build_language_model
@@ -225,31 +224,32 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
         # model.evaluate; the first window (tracing) is not timed.
         ev = Evaluator(config.model, vocab, batch, bptt)
         copy_weights(model, ev.model)
-        eval_stream = LMSequence(
-            valid_ids[: _train_len(batch, bptt, windows + 1)],
-            batch,
-            bptt,
-            pad_to=bptt,
+        # Untimed first: one window (tracing, compilation of the step).
+        reset_states(ev.model)
+        ev.model.evaluate(
+            ev.batches(valid_ids[: _train_len(batch, bptt, 1)])[1], verbose=0
         )
-        assert len(eval_stream) == windows + 1
+        eval_stream, eval_data = ev.batches(
+            valid_ids[: _train_len(batch, bptt, windows)]
+        )
+        assert len(eval_stream) == windows
         times.clear()
 
         class EvalTimer(keras.callbacks.Callback):
-            # Called once a call of the compiled step, which may run
-            # several windows (the Evaluator's steps_per_execution): the
-            # index is that of the call's last window, or for a last,
-            # shorter call where that window would have been.
+            # From the start of the first call of the compiled step to the
+            # end of the last (a call may run several windows: the
+            # Evaluator's steps_per_execution).
+            def on_test_batch_begin(self, batch, logs=None):
+                if not times:
+                    times.append(time.perf_counter())
+
             def on_test_batch_end(self, batch, logs=None):
                 float(logs["loss"])  # waits for the step (async backends)
-                times.append((batch, time.perf_counter()))
+                times.append(time.perf_counter())
 
         reset_states(ev.model)
-        ev.model.evaluate(
-            graph_windows(eval_stream), verbose=0, callbacks=[EvalTimer()]
-        )
-        (first, t0), (last, t1) = times[0], times[-1]
-        last = min(last, len(eval_stream) - 1)
-        out[key] = (last - first) * batch * bptt / (t1 - t0)
+        ev.model.evaluate(eval_data, verbose=0, callbacks=[EvalTimer()])
+        out[key] = windows * batch * bptt / (times[-1] - times[0])
         out[key + "_windows_a_call"] = ev.model.steps_per_execution
         out[key + "_batch"] = batch
     out["params"] = params
@@ -675,8 +675,9 @@ def main():
         type=int,
         default=[3, 6],
         metavar=("N10", "N1"),
-        help="timed evaluation windows at batch 10 and at batch 1 (after "
-        "one untimed window each, in the same stateful pass)",
+        help="timed evaluation windows at batch 10 and at batch 1 (Keras: "
+        "after an untimed one-window pass; torch: the first window of "
+        "the pass untimed)",
     )
     p.add_argument(
         "--no-check",
