@@ -31,6 +31,8 @@ import os
 
 from keras import backend
 
+from keras_rnnlm.config import ConfigError
+
 #: Rows a block keeps at least.
 MIN_ROWS = 2
 
@@ -65,7 +67,7 @@ def _override():
     if not value:
         return None
     if not value.isdigit() or int(value) < 1:
-        raise ValueError(
+        raise ConfigError(
             f"{ENV} must be a positive integer (1: no split), got {value!r}"
         )
     return int(value)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from keras import ops
 
+from keras_rnnlm.config import ConfigError
 from keras_rnnlm.layers import loop_parts as lp
 from keras_rnnlm.layers.recurrence import lstm_recurrence
 from keras_rnnlm.layers.recurrence import make_fused_scan
@@ -19,7 +20,7 @@ tf_only = pytest.mark.skipif(
 def _in_graph(fn):
     import tensorflow as tf
 
-    return tf.function(fn)()
+    return tf.function(fn, autograph=False)()
 
 
 @tf_only
@@ -55,8 +56,10 @@ def test_the_environment_overrides_and_is_checked(monkeypatch):
     monkeypatch.setenv(lp.ENV, "1")
     assert _in_graph(lambda: lp.loop_parts(20, 1600)) == 1
     monkeypatch.setenv(lp.ENV, "two")
-    with pytest.raises(ValueError, match=lp.ENV):
+    with pytest.raises(ValueError, match=lp.ENV) as raised:
         _in_graph(lambda: lp.loop_parts(20, 1600))
+    # a user error under the CLI's one-line policy
+    assert isinstance(raised.value, ConfigError)
 
 
 def test_inter_op_threads_reads_the_environment(monkeypatch):
