@@ -40,6 +40,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 #: Timed passes per process of a phase (see :func:`median_rate`).
 EVAL_PASSES = 3
 
+#: How the language-model benches evaluate Keras (:func:`keras_lm_rates`
+#: with a model config), in their records' ``keras_eval`` field.
+KERAS_EVAL = (
+    "Evaluator.evaluate at the training batch (its compiled window loop on "
+    "TensorFlow), after an untimed warm-up pass"
+)
+
 #: Tokens of the PTB validation split: the default length of a timed
 #: evaluation pass (see :func:`add_eval_tokens_argument`).
 PTB_VALID_TOKENS = 73760
@@ -311,23 +318,31 @@ def median_ms(fn, repeats):
     return 1000.0 * statistics.median(times)
 
 
+def keras_train_rate(model, train, batch, warm=2, train_passes=1):
+    """Training tokens/s of a compiled Keras model: ``train`` is ``(x,
+    y)`` with ``x`` of shape ``(sequences, time, ...)``; ``warm`` untimed
+    batches first, then the median of ``train_passes`` timed ``fit``
+    passes."""
+
+    def fit(x, y):
+        model.fit(x, y, batch_size=batch, verbose=0, shuffle=False)
+
+    fit(*(a[: batch * warm] for a in train))
+    tokens = train[0].shape[0] * train[0].shape[1]
+    return median_rate(lambda: fit(*train), tokens, train_passes)
+
+
 def keras_rates(model, train, test, batch, warm=2, train_passes=1):
     """Training and evaluation tokens/s of a compiled Keras model.
 
     ``train`` and ``test`` are ``(x, y)`` (evaluated by ``model.evaluate``)
     or ``(x,)`` (run by ``model.predict``) with ``x`` of shape
     ``(sequences, time, ...)``. ``warm`` untimed batches of each phase
-    first; training is the median of ``train_passes`` timed ``fit``
-    passes, evaluation runs the fused loops forward-only (as the package's
-    Evaluator does) and is the median of :data:`EVAL_PASSES` passes.
+    first; training is :func:`keras_train_rate`, evaluation runs the fused
+    loops forward-only (as the package's Evaluator does) and is the median
+    of :data:`EVAL_PASSES` passes.
     """
     from keras_rnnlm.layers.recurrence import set_forward_only
-
-    def tokens(data):
-        return data[0].shape[0] * data[0].shape[1]
-
-    def fit(x, y):
-        model.fit(x, y, batch_size=batch, verbose=0, shuffle=False)
 
     def infer(*data):
         if len(data) == 1:
@@ -335,18 +350,34 @@ def keras_rates(model, train, test, batch, warm=2, train_passes=1):
         else:
             model.evaluate(*data, batch_size=batch, verbose=0)
 
-    w = batch * warm
-    fit(*(a[:w] for a in train))
-    train_rate = median_rate(lambda: fit(*train), tokens(train), train_passes)
+    train_rate = keras_train_rate(model, train, batch, warm, train_passes)
     set_forward_only(model)
-    infer(*(a[:w] for a in test))
-    return train_rate, median_rate(lambda: infer(*test), tokens(test))
+    infer(*(a[: batch * warm] for a in test))
+    tokens = test[0].shape[0] * test[0].shape[1]
+    return train_rate, median_rate(lambda: infer(*test), tokens)
 
 
-def keras_lm_rates(model, vocab, batch, bptt, steps, eval_steps, **kwargs):
+def keras_lm_rates(
+    model,
+    vocab,
+    batch,
+    bptt,
+    steps,
+    eval_steps,
+    model_config=None,
+    **kwargs,
+):
     """:func:`keras_rates` of a language model on random token ids:
     ``steps`` training and ``eval_steps`` evaluation batches of windows of
-    ``bptt``; ``kwargs`` go to :func:`keras_rates`."""
+    ``bptt``; ``kwargs`` go to :func:`keras_rates`.
+
+    With ``model_config`` (the config ``model`` was built from) the
+    evaluation is what a user runs: ``Evaluator.evaluate`` of a
+    :class:`keras_rnnlm.evaluator.Evaluator` at ``batch`` with ``model``'s
+    weights, on a stream of ``eval_steps`` windows a row (the state
+    carried), after an untimed pass of ``warm`` windows; the median of
+    :data:`EVAL_PASSES` passes.
+    """
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -355,7 +386,27 @@ def keras_lm_rates(model, vocab, batch, bptt, steps, eval_steps, **kwargs):
         shape = (batch * n, bptt)
         return tuple(rng.integers(0, vocab, shape, "int32") for _ in "xy")
 
-    return keras_rates(model, data(steps), data(eval_steps), batch, **kwargs)
+    if model_config is None:
+        return keras_rates(
+            model, data(steps), data(eval_steps), batch, **kwargs
+        )
+    from keras_rnnlm.evaluator import Evaluator
+    from keras_rnnlm.models.weights import copy_weights
+
+    warm = kwargs.get("warm", 2)
+    train_rate = keras_train_rate(model, data(steps), batch, **kwargs)
+    ev = Evaluator(model_config, vocab, batch, bptt)
+    copy_weights(model, ev.model)
+
+    def ids(windows):
+        return rng.integers(0, vocab, batch * (windows * bptt + 1), "int32")
+
+    ev.evaluate(ids(warm))
+    test = ids(eval_steps)
+    eval_rate = median_rate(
+        lambda: ev.evaluate(test), batch * eval_steps * bptt
+    )
+    return train_rate, eval_rate
 
 
 def torch_rates(

@@ -17,11 +17,11 @@ the same model is run in two implementations, each in a fresh subprocess:
   on fixed windows of the preset's ``bptt`` (70 for ``paper``) with the
   preset's batch size and every regulariser on (embedding dropout, locked
   dropouts, weight drop, AR/TAR, MoS/DOC latent dropout, DOC's CV
-  penalty). Evaluation: ``model.evaluate`` of the package's ``Evaluator``
-  model (stateful, batch 10 / batch 1, built from the same config, weights
-  copied from the trained model) on the Evaluator's kind of stream (an
-  ``LMSequence`` of windows of ``eval_bptt``, state carried), timed from
-  the end of the first window (tracing) to the end of the last.
+  penalty). Evaluation: ``Evaluator.evaluate`` of the package's
+  ``Evaluator`` (stateful, batch 10 / batch 1, built from the same config,
+  weights copied from the trained model; windows of ``eval_bptt``, state
+  carried), the whole call timed after an untimed pass of one window
+  (tracing, compilation).
 * ``torch``: PyTorch (CPU) running the same architecture, written in this
   file: embedding with embedding dropout (row mask on the matrix), locked
   dropout, ``nn.LSTM`` layers whose ``weight_hh_l0`` is DropConnect-ed
@@ -80,10 +80,9 @@ RECIPES = {
     "mmlstm": "recipes/mmlstm_ptb.py",
 }
 EVAL_METHOD = (
-    "model.evaluate of a keras_rnnlm.evaluation.Evaluator's stateful model "
-    "on Evaluator.batches (what Evaluator.evaluate feeds it: LMSequence "
-    "windows cut by tf.data), timed from the first call of the compiled "
-    "step to the end of the last, after an untimed one-window pass"
+    "keras_rnnlm.evaluation.Evaluator.evaluate (its own compiled window "
+    "loop on TensorFlow), the whole call timed after an untimed "
+    "one-window pass"
 )
 
 
@@ -177,10 +176,10 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
     import numpy as np
 
     from keras_rnnlm.config import RunConfig
+    from keras_rnnlm.data.graph_windows import supports
     from keras_rnnlm.data.streams import LMSequence
     from keras_rnnlm.evaluation import Evaluator
     from keras_rnnlm.models import build_language_model
-    from keras_rnnlm.models.state import reset_states
     from keras_rnnlm.models.weights import copy_weights
     from keras_rnnlm.recipe import config_from_preset
     from keras_rnnlm.recipe import load_recipe
@@ -219,38 +218,22 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
     for key, (batch, bptt, windows) in zip(
         ("eval_b10", "eval_b1"), _eval_plan(cfg_dict, eval_windows)
     ):
-        # The Evaluator's stateful model of this batch size, fed the
-        # Evaluator's stream (fixed windows, state carried) through
-        # model.evaluate; the first window (tracing) is not timed.
+        # What a user runs: Evaluator.evaluate (state carried, windows
+        # a compiled call as the Evaluator chooses), after an untimed
+        # pass of one window (tracing, compilation).
         ev = Evaluator(config.model, vocab, batch, bptt)
         copy_weights(model, ev.model)
-        # Untimed first: one window (tracing, compilation of the step).
-        reset_states(ev.model)
-        ev.model.evaluate(
-            ev.batches(valid_ids[: _train_len(batch, bptt, 1)])[1], verbose=0
+        ev.evaluate(valid_ids[: _train_len(batch, bptt, 1)])
+        ids = valid_ids[: _train_len(batch, bptt, windows)]
+        assert len(ev.batches(ids)) == windows
+        start = time.perf_counter()
+        ev.evaluate(ids)
+        out[key] = windows * batch * bptt / (time.perf_counter() - start)
+        out[key + "_windows_a_call"] = (
+            ev._windows_a_call
+            if supports(ev.batches(ids))
+            else ev.model.steps_per_execution
         )
-        eval_stream, eval_data = ev.batches(
-            valid_ids[: _train_len(batch, bptt, windows)]
-        )
-        assert len(eval_stream) == windows
-        times.clear()
-
-        class EvalTimer(keras.callbacks.Callback):
-            # From the start of the first call of the compiled step to the
-            # end of the last (a call may run several windows: the
-            # Evaluator's steps_per_execution).
-            def on_test_batch_begin(self, batch, logs=None):
-                if not times:
-                    times.append(time.perf_counter())
-
-            def on_test_batch_end(self, batch, logs=None):
-                float(logs["loss"])  # waits for the step (async backends)
-                times.append(time.perf_counter())
-
-        reset_states(ev.model)
-        ev.model.evaluate(eval_data, verbose=0, callbacks=[EvalTimer()])
-        out[key] = windows * batch * bptt / (times[-1] - times[0])
-        out[key + "_windows_a_call"] = ev.model.steps_per_execution
         out[key + "_batch"] = batch
     out["params"] = params
     if keras.backend.backend() == "jax":

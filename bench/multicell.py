@@ -63,7 +63,9 @@ def measure_keras(impl, size, cells, strategy, steps, eval_steps):
     compile_model(
         model, TrainConfig(optimizer="sgd", learning_rate=1.0, clipnorm=0.15)
     )
-    rates = harness.keras_lm_rates(model, VOCAB, BATCH, BPTT, steps, eval_steps)
+    rates = harness.keras_lm_rates(
+        model, VOCAB, BATCH, BPTT, steps, eval_steps, cfg
+    )
     return (*rates, model.count_params())
 
 
@@ -191,7 +193,11 @@ def main():
     )
     args = harness.parse(p, measure)
 
-    fields = harness.record_fields("multicell.py", threads=args.threads or None)
+    fields = harness.record_fields(
+        "multicell.py",
+        threads=args.threads or None,
+        keras_eval=harness.KERAS_EVAL,
+    )
     layer_only = args.scope == "layer"
     impls = [i for i in args.impls if not (i == "torch" and layer_only)]
     eval_steps = (

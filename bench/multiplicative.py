@@ -71,6 +71,7 @@ def measure_keras(impl, cell, steps):
         BPTT,
         steps,
         steps,
+        cfg,
         train_passes=harness.EVAL_PASSES,
     )
     return (*rates, model.count_params())
@@ -221,7 +222,9 @@ def main():
 
     env = harness.thread_env(args.threads)
     fields = harness.record_fields(
-        "multiplicative.py", threads=args.threads or None
+        "multiplicative.py",
+        threads=args.threads or None,
+        keras_eval=harness.KERAS_EVAL,
     )
     records = []
     lstm_cache = None

@@ -44,7 +44,7 @@ def measure_keras(impl, hidden, bptt, steps, eval_steps):
     model = build_language_model(cfg, VOCAB, BATCH, seed=0)
     compile_model(model, TrainConfig(learning_rate=1.0, clipnorm=5.0))
     return harness.keras_lm_rates(
-        model, VOCAB, BATCH, bptt, steps, eval_steps, warm=3
+        model, VOCAB, BATCH, bptt, steps, eval_steps, cfg, warm=3
     )
 
 
@@ -103,7 +103,9 @@ def main():
 
     env = harness.thread_env(args.threads, interop=0)
     fields = harness.record_fields(
-        "throughput.py", threads=args.threads or "default"
+        "throughput.py",
+        threads=args.threads or "default",
+        keras_eval=harness.KERAS_EVAL,
     )
     records = []
     for size in args.sizes:

@@ -134,3 +134,53 @@ def test_auto_steps_per_execution_follows_the_xla_step(monkeypatch):
     assert eval_steps_per_execution("auto", "auto", 10) == 1
     ev = Evaluator(CONFIG, VOCAB, 1, 5)
     assert ev.model.steps_per_execution == STEPS_PER_EXECUTION
+
+
+def _model_evaluate_nll(ev, ids):
+    """``model.evaluate`` of the Evaluator's model on its own stream (the
+    path of the streams the window loop does not run)."""
+    from keras_rnnlm.models.state import reset_states
+
+    reset_states(ev.model)
+    logs = ev.model.evaluate(ev.batches(ids), verbose=0, return_dict=True)
+    return float(logs["nll"])
+
+
+@pytest.mark.parametrize("jit", [True, False])
+@pytest.mark.parametrize("batch, windows", [(1, 3), (4, 32), (3, 1)])
+def test_the_window_loop_gives_model_evaluates_result(batch, windows, jit):
+    """The Evaluator's own window loop (TensorFlow) against
+    ``model.evaluate`` of the same model on the same stream: a last chunk
+    that is not full, a last window that is not full, evaluated twice."""
+    ids = np.random.default_rng(7).integers(0, VOCAB, 250).astype("int32")
+    ev = Evaluator(
+        CONFIG, VOCAB, batch, 7, jit_compile=jit, steps_per_execution=windows
+    )
+    copy_weights(_reference_model(), ev.model)
+    first = ev.evaluate(ids)
+    assert ev.evaluate(ids)["nll"] == first["nll"]
+    expected = _model_evaluate_nll(ev, ids)
+    assert math.isclose(first["nll"], expected, rel_tol=1e-6)
+
+
+def test_the_window_loop_is_traced_once_for_every_split():
+    """Splits of any length run the same compiled loop (no retracing,
+    no XLA recompilation per split); the progress bar counts windows."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("the window loop is TensorFlow's")
+    ev = Evaluator(CONFIG, VOCAB, 2, 5)
+    rng = np.random.default_rng(8)
+    for n in (23, 400, 61):
+        ids = rng.integers(0, VOCAB, n).astype("int32")
+        assert math.isclose(
+            ev.evaluate(ids)["nll"], _model_evaluate_nll(ev, ids), rel_tol=1e-6
+        )
+    assert ev._loop.experimental_get_tracing_count() == 1
+
+
+def test_verbose_shows_the_windows_progress(capsys):
+    ids = np.arange(120, dtype="int32") % VOCAB
+    Evaluator(CONFIG, VOCAB, 2, 5).evaluate(ids, verbose=1)
+    assert "12/12" in capsys.readouterr().out  # 59 pairs a row, 5 a window

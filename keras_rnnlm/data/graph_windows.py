@@ -1,19 +1,22 @@
-"""An evaluation stream's windows as a ``tf.data`` pipeline of graph ops.
+"""An evaluation stream's windows cut inside the compiled step.
 
-:class:`~keras_rnnlm.data.streams.LMSequence` is a ``keras.utils.PyDataset``:
-on TensorFlow, Keras reads it through a Python generator on a worker
-thread, one window at a time. On a small machine that thread competes
-with the compiled step for the cores, and each window pays for the
-hand-over. For a plain evaluation stream (fixed windows, padded to one
-width, no extra inputs) the windows are slices of the stream array, which
-``tf.data`` can cut itself: :func:`graph_windows` gives the same batches
-with no Python per window. Measured through the ``Evaluator``'s model on
-the AWD-LSTM ``cpu`` shape, 2-core machine, tok/s (``PyDataset`` / these
-windows; two processes each): one thread, batch 1 6,394 / 7,099 and
-6,300 / 6,910, batch 10 16,551 / 17,141 and 16,244 / 17,141; at two
-threads the medians of five to seven processes are within the two-thread
-timings' process-to-process spread (batch 1 8,196 / 8,269, batch 10
-18,582 / 18,304).
+:class:`~keras_rnnlm.data.streams.LMSequence` is a ``keras.utils.PyDataset``
+that ``model.evaluate`` reads one window at a time: on TensorFlow through a
+Python generator, or through a ``tf.data`` iterator, whose ``GetNext``
+hands each window over between threads. On a small machine with both cores
+busy computing, that hand-over waits for a core. Measured on the AWD-LSTM
+``cpu`` shape, 2-core machine, two threads, 32 windows a compiled call:
+the ``tf.data`` iterator's passes ran either at about 11.7k tok/s or at
+8.8k (a pass's mode drawn at random; the slow one is a constant 4 ms a
+window), against 12.2k every time for the same compiled step fed windows
+sliced from a tensor.
+
+For a plain evaluation stream (fixed windows, padded to one width, no
+extra inputs) the windows are slices of the stream array, so the
+:class:`~keras_rnnlm.evaluator.Evaluator` hands the compiled step a
+*chunk* of the array (:func:`window_chunks`), and the step cuts each
+window from it (:func:`cut_window`): no iterator, no Python per window.
+The batches are :class:`LMSequence`'s own, element by element.
 """
 
 import numpy as np
@@ -22,15 +25,11 @@ from keras import backend
 from keras_rnnlm.data.streams import LMSequence
 from keras_rnnlm.data.streams import process_rows
 
-#: Windows cut ahead of the step (0: each when the step asks for it; a
-#: background prefetch measured no faster, with the cores busy computing).
-PREFETCH = 0
-
 
 def supports(stream):
-    """Whether :func:`graph_windows` can serve ``stream``: TensorFlow, a
-    plain :class:`LMSequence` (no extra inputs) of fixed windows padded to
-    one width, with every row in this process."""
+    """Whether the windows of ``stream`` can be cut in the step:
+    TensorFlow, a plain :class:`LMSequence` (no extra inputs) of fixed
+    windows padded to one width, with every row in this process."""
     return (
         backend.backend() == "tensorflow"
         and type(stream) is LMSequence
@@ -38,41 +37,56 @@ def supports(stream):
         and stream.pad_to is not None
         and not stream.targets_as_input
         and process_rows(stream.batch_size) == (0, stream.batch_size)
+        and len(stream) > 0
     )
 
 
-def graph_windows(stream):
-    """``stream``'s batches ``(x, y, sample_weight)``, in order, as a
-    ``tf.data.Dataset`` (see :func:`supports`), or ``stream`` itself where
-    it cannot be."""
-    if not supports(stream):
-        return stream
+def window_chunks(stream, windows):
+    """``stream``'s windows, ``windows`` at a time (see :func:`supports`).
+
+    Yields ``(slab, offsets, lengths, count)`` numpy arrays, all chunks of
+    one shape (one trace of the step): ``slab`` (rows, W) int32, the
+    stream columns the chunk reads, zero-padded; ``offsets`` and
+    ``lengths`` (``windows``,) int32, where each window starts in the slab
+    and how many (input, target) pairs it has (0 past ``count``);
+    ``count`` the chunk's windows (fewer in the last chunk). The shapes
+    depend on ``windows``, the rows and the widths only.
+    """
+    width = stream.pad_to
+    starts = np.array([w.start for w in stream.windows], np.int64)
+    lengths = np.array([w.length for w in stream.windows], np.int64)
+    groups = [
+        slice(i, min(i + windows, len(starts)))
+        for i in range(0, len(starts), windows)
+    ]
+    # Fixed windows start `bptt` apart: every slab spans the same columns
+    # whatever the split's length (one trace and compilation of the step
+    # for every split).
+    span = (windows - 1) * stream.bptt + width + 1
+    # The stream plus zeros: a slab never runs off the end, and the zeros
+    # are the padding LMSequence adds.
+    data = np.pad(stream.streams, ((0, 0), (0, span))).astype(np.int32)
+    for g in groups:
+        count = g.stop - g.start
+        first = int(starts[g.start])
+        offsets = np.zeros(windows, np.int32)
+        lens = np.zeros(windows, np.int32)
+        offsets[:count] = starts[g] - first
+        lens[:count] = lengths[g]
+        yield data[:, first : first + span], offsets, lens, np.int32(count)
+
+
+def cut_window(slab, offset, length, width):
+    """``(x, y, sample_weight)`` of the window at ``offset`` in ``slab``
+    with ``length`` pairs, padded to ``width`` columns (tf ops: inside the
+    compiled step; TensorFlow only)."""
     import tensorflow as tf  # TensorFlow backend only (supports)
 
-    windows = stream.windows
-    starts = np.array([w.start for w in windows], np.int64)
-    lengths = np.array([w.length for w in windows], np.int64)
-    width = stream.pad_to
-    # The stream plus `width` zeros: every window is then one fixed-width
-    # slice, and the zeros are the padding LMSequence adds.
-    data = np.pad(stream.streams, ((0, 0), (0, width + 1)))
-    data = tf.constant(data)
-    positions = tf.range(width, dtype=tf.int64)
-
-    rows = stream.batch_size
-
-    def window(start, length):
-        zero = tf.zeros((), tf.int64)
-        x = tf.slice(data, tf.stack([zero, start]), [rows, width])
-        y = tf.slice(data, tf.stack([zero, start + 1]), [rows, width])
-        real = positions < length
-        weights = tf.cast(tf.broadcast_to(real, tf.shape(x)), tf.float32)
-        zeros = tf.zeros_like(x)
-        return (
-            tf.where(real, x, zeros),
-            tf.where(real, y, zeros),
-            weights,
-        )
-
-    dataset = tf.data.Dataset.from_tensor_slices((starts, lengths)).map(window)
-    return dataset.prefetch(PREFETCH) if PREFETCH else dataset
+    rows = slab.shape[0]
+    zero = tf.zeros((), offset.dtype)
+    x = tf.slice(slab, tf.stack([zero, offset]), [rows, width])
+    y = tf.slice(slab, tf.stack([zero, offset + 1]), [rows, width])
+    real = tf.range(width, dtype=length.dtype) < length
+    weights = tf.cast(tf.broadcast_to(real, tf.shape(x)), tf.float32)
+    zeros = tf.zeros_like(x)
+    return tf.where(real, x, zeros), tf.where(real, y, zeros), weights
