@@ -34,12 +34,9 @@ SIZES = {"small": (200, 0.4), "medium": (650, 0.5), "large": (1500, 0.65)}
 FUSED = {"fused": True, "autodiff": "autodiff", "naive": False}
 
 
-def measure_keras(impl, size, cells, strategy, steps, eval_steps):
-
+def model_config(impl, size, cells, strategy):
+    """The Keras implementation ``impl``'s ModelConfig."""
     from keras_rnnlm.config import ModelConfig
-    from keras_rnnlm.config import TrainConfig
-    from keras_rnnlm.models import build_language_model
-    from keras_rnnlm.training import compile_model
 
     units, dropout = SIZES[size]
     if impl == "lstm":
@@ -51,7 +48,7 @@ def measure_keras(impl, size, cells, strategy, steps, eval_steps):
             "strategy": strategy,
             "fused": FUSED[impl],
         }
-    cfg = ModelConfig(
+    return ModelConfig(
         embedding_dim=units,
         hidden_sizes=[units, units],
         cell=name,
@@ -59,6 +56,14 @@ def measure_keras(impl, size, cells, strategy, steps, eval_steps):
         dropout=dropout,
         init_range=0.1,
     )
+
+
+def measure_keras(impl, size, cells, strategy, steps, eval_steps):
+    from keras_rnnlm.config import TrainConfig
+    from keras_rnnlm.models import build_language_model
+    from keras_rnnlm.training import compile_model
+
+    cfg = model_config(impl, size, cells, strategy)
     model = build_language_model(cfg, VOCAB, BATCH, seed=0)
     compile_model(
         model, TrainConfig(optimizer="sgd", learning_rate=1.0, clipnorm=0.15)

@@ -42,24 +42,29 @@ def _units(cell):
     return solve_char_units(cell, 292_000, VOCAB)
 
 
-def measure_keras(impl, cell, steps):
-
+def model_config(impl, cell):
+    """The Keras implementation ``impl``'s ModelConfig of ``cell``."""
     from keras_rnnlm.config import ModelConfig
-    from keras_rnnlm.config import TrainConfig
-    from keras_rnnlm.models import build_language_model
-    from keras_rnnlm.training import compile_model
 
     if impl == "lstm":
         name, kwargs = "lstm", {}
     else:
         name, kwargs = cell, {"fused": impl == "fused"}
-    cfg = ModelConfig(
+    return ModelConfig(
         input_encoding="one_hot",
         hidden_sizes=[_units(name)],
         cell=name,
         cell_kwargs=kwargs,
         init_range=None,
     )
+
+
+def measure_keras(impl, cell, steps):
+    from keras_rnnlm.config import TrainConfig
+    from keras_rnnlm.models import build_language_model
+    from keras_rnnlm.training import compile_model
+
+    cfg = model_config(impl, cell)
     model = build_language_model(cfg, VOCAB, BATCH, seed=0)
     compile_model(
         model, TrainConfig(optimizer="adam", learning_rate=1e-3, clipnorm=5.0)

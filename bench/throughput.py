@@ -26,10 +26,19 @@ SIZES = {"small": (200, 20), "medium": (650, 35)}
 VOCAB, BATCH = 10000, 20
 
 
+def model_config(impl, hidden):
+    """The Keras implementation ``impl``'s ModelConfig at ``hidden``."""
+    from keras_rnnlm.config import ModelConfig
+
+    cell = "keras_lstm" if impl == "keras_lstm" else "lstm"
+    return ModelConfig(
+        embedding_dim=hidden, hidden_sizes=[hidden, hidden], cell=cell
+    )
+
+
 def measure_keras(impl, hidden, bptt, steps, eval_steps):
     import keras
 
-    from keras_rnnlm.config import ModelConfig
     from keras_rnnlm.config import TrainConfig
     from keras_rnnlm.models import build_language_model
     from keras_rnnlm.training import compile_model
@@ -37,10 +46,7 @@ def measure_keras(impl, hidden, bptt, steps, eval_steps):
     harness.note_import_rss()
     if impl.endswith("bf16"):
         keras.config.set_dtype_policy("mixed_bfloat16")
-    cell = "keras_lstm" if impl == "keras_lstm" else "lstm"
-    cfg = ModelConfig(
-        embedding_dim=hidden, hidden_sizes=[hidden, hidden], cell=cell
-    )
+    cfg = model_config(impl, hidden)
     model = build_language_model(cfg, VOCAB, BATCH, seed=0)
     compile_model(model, TrainConfig(learning_rate=1.0, clipnorm=5.0))
     return harness.keras_lm_rates(

@@ -230,7 +230,7 @@ class Evaluator:
         for slab, offsets, lengths, count in window_chunks(
             stream, self._windows_a_call
         ):
-            self._loop(slab, offsets, lengths, count)
+            self._loop(slab, offsets, lengths)
             done += int(count)
             if bar is not None:
                 bar.update(done)
@@ -255,7 +255,9 @@ class Evaluator:
 
         model, metric, width = self.model, self._metric, self.bptt
 
-        def loop(slab, offsets, lengths, count):
+        def loop(slab, offsets, lengths):
+            count = tf.reduce_sum(tf.cast(lengths > 0, tf.int32))
+
             def body(i):
                 x, y, w = cut_window(slab, offsets[i], lengths[i], width)
                 metric.update_state(y, model(x, training=False), w)

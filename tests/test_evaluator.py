@@ -184,3 +184,25 @@ def test_verbose_shows_the_windows_progress(capsys):
     ids = np.arange(120, dtype="int32") % VOCAB
     Evaluator(CONFIG, VOCAB, 2, 5).evaluate(ids, verbose=1)
     assert "12/12" in capsys.readouterr().out  # 59 pairs a row, 5 a window
+
+
+def test_the_xla_window_loop_takes_the_chunks_offsets_as_inputs():
+    """One XLA program for every chunk: the windows' offsets are inputs,
+    not compile-time constants (a tf.slice start made them constants, and
+    each chunk compiled anew)."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("the window loop is TensorFlow's")
+    from keras_rnnlm.data.graph_windows import window_chunks
+
+    ev = Evaluator(CONFIG, VOCAB, 1, 5, jit_compile=True, steps_per_execution=4)
+    ids = np.arange(50, dtype="int32") % VOCAB  # 10 windows: 4, 4, 2
+    ev.evaluate(ids)
+    chunks = list(window_chunks(ev.batches(ids), 4))
+    first, last = chunks[0], chunks[-1]
+    assert (first[1] != last[1]).any()
+    hlo = [
+        ev._loop.experimental_get_compiler_ir(*c[:3])() for c in (first, last)
+    ]
+    assert hlo[0] == hlo[1]
