@@ -88,7 +88,16 @@ def window_loop_size(steps_per_execution):
     :data:`STEPS_PER_EXECUTION` for ``"auto"``."""
     if steps_per_execution == "auto":
         return STEPS_PER_EXECUTION
-    return int(steps_per_execution)
+    if (
+        isinstance(steps_per_execution, bool)
+        or not isinstance(steps_per_execution, int)
+        or steps_per_execution < 1
+    ):
+        raise ValueError(
+            "steps_per_execution must be a positive integer or 'auto', got "
+            f"{steps_per_execution!r}"
+        )
+    return steps_per_execution
 
 
 def safe_exp(x):

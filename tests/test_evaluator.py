@@ -206,3 +206,12 @@ def test_the_xla_window_loop_takes_the_chunks_offsets_as_inputs():
         ev._loop.experimental_get_compiler_ir(*c[:3])() for c in (first, last)
     ]
     assert hlo[0] == hlo[1]
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, "32", True])
+def test_a_bad_steps_per_execution_is_a_clear_error(bad):
+    from keras_rnnlm.evaluator import window_loop_size
+
+    with pytest.raises(ValueError, match="steps_per_execution"):
+        window_loop_size(bad)
+    assert window_loop_size("auto") == 32 and window_loop_size(3) == 3
