@@ -230,7 +230,7 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
         ev.evaluate(ids)
         out[key] = windows * batch * bptt / (time.perf_counter() - start)
         out[key + "_windows_a_call"] = (
-            ev._windows_a_call
+            ev.windows_a_call
             if supports(ev.batches(ids))
             else ev.model.steps_per_execution
         )

@@ -162,7 +162,8 @@ class Evaluator:
         # backward pass.
         set_forward_only(self.model)
         self._jit = eval_jit_compile(jit_compile, batch_size)
-        self._windows_a_call = window_loop_size(steps_per_execution)
+        #: Windows a call of the window loop runs.
+        self.windows_a_call = window_loop_size(steps_per_execution)
         self._metric = LanguageModelMetrics(char_level)
         self._loop = None  # built at the first evaluate that runs it
         self.model.compile(
@@ -237,7 +238,7 @@ class Evaluator:
         bar = keras.utils.Progbar(len(stream)) if verbose else None
         done = 0
         for slab, offsets, lengths, count in window_chunks(
-            stream, self._windows_a_call
+            stream, self.windows_a_call
         ):
             self._loop(slab, offsets, lengths)
             done += int(count)
