@@ -358,21 +358,12 @@ def keras_rates(model, train, test, batch, warm=2, train_passes=1):
 
 
 def keras_lm_rates(
-    model,
-    vocab,
-    batch,
-    bptt,
-    steps,
-    eval_steps,
-    model_config=None,
-    **kwargs,
+    model, model_config, vocab, batch, bptt, steps, eval_steps, **kwargs
 ):
-    """:func:`keras_rates` of a language model on random token ids:
-    ``steps`` training and ``eval_steps`` evaluation batches of windows of
-    ``bptt``; ``kwargs`` go to :func:`keras_rates`.
-
-    With ``model_config`` (the config ``model`` was built from) the
-    evaluation is what a user runs: ``Evaluator.evaluate`` of a
+    """Training and evaluation tokens/s of a language model built from
+    ``model_config``, on random token ids: :func:`keras_train_rate` of
+    ``steps`` batches of windows of ``bptt`` (``kwargs`` go to it), then
+    what a user runs to evaluate: ``Evaluator.evaluate`` of a
     :class:`keras_rnnlm.evaluator.Evaluator` at ``batch`` with ``model``'s
     weights, on a stream of ``eval_steps`` windows a row (the state
     carried), after an untimed pass of ``warm`` windows; the median of
@@ -380,28 +371,21 @@ def keras_lm_rates(
     """
     import numpy as np
 
-    rng = np.random.default_rng(0)
-
-    def data(n):
-        shape = (batch * n, bptt)
-        return tuple(rng.integers(0, vocab, shape, "int32") for _ in "xy")
-
-    if model_config is None:
-        return keras_rates(
-            model, data(steps), data(eval_steps), batch, **kwargs
-        )
     from keras_rnnlm.evaluator import Evaluator
     from keras_rnnlm.models.weights import copy_weights
 
-    warm = kwargs.get("warm", 2)
-    train_rate = keras_train_rate(model, data(steps), batch, **kwargs)
-    ev = Evaluator(model_config, vocab, batch, bptt)
-    copy_weights(model, ev.model)
+    rng = np.random.default_rng(0)
 
     def ids(windows):
         return rng.integers(0, vocab, batch * (windows * bptt + 1), "int32")
 
-    ev.evaluate(ids(warm))
+    train = tuple(
+        rng.integers(0, vocab, (batch * steps, bptt), "int32") for _ in "xy"
+    )
+    train_rate = keras_train_rate(model, train, batch, **kwargs)
+    ev = Evaluator(model_config, vocab, batch, bptt)
+    copy_weights(model, ev.model)
+    ev.evaluate(ids(kwargs.get("warm", 2)))
     test = ids(eval_steps)
     eval_rate = median_rate(
         lambda: ev.evaluate(test), batch * eval_steps * bptt

@@ -176,7 +176,6 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
     import numpy as np
 
     from keras_rnnlm.config import RunConfig
-    from keras_rnnlm.data.graph_windows import supports
     from keras_rnnlm.data.streams import LMSequence
     from keras_rnnlm.evaluation import Evaluator
     from keras_rnnlm.models import build_language_model
@@ -225,15 +224,12 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
         copy_weights(model, ev.model)
         ev.evaluate(valid_ids[: _train_len(batch, bptt, 1)])
         ids = valid_ids[: _train_len(batch, bptt, windows)]
-        assert len(ev.batches(ids)) == windows
+        stream = ev.batches(ids)
+        assert len(stream) == windows
         start = time.perf_counter()
         ev.evaluate(ids)
         out[key] = windows * batch * bptt / (time.perf_counter() - start)
-        out[key + "_windows_a_call"] = (
-            ev.windows_a_call
-            if supports(ev.batches(ids))
-            else ev.model.steps_per_execution
-        )
+        out[key + "_windows_a_call"] = ev.windows_a_call_for(stream)
         out[key + "_batch"] = batch
     out["params"] = params
     if keras.backend.backend() == "jax":

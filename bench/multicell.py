@@ -69,7 +69,7 @@ def measure_keras(impl, size, cells, strategy, steps, eval_steps):
         model, TrainConfig(optimizer="sgd", learning_rate=1.0, clipnorm=0.15)
     )
     rates = harness.keras_lm_rates(
-        model, VOCAB, BATCH, BPTT, steps, eval_steps, cfg
+        model, cfg, VOCAB, BATCH, BPTT, steps, eval_steps
     )
     return (*rates, model.count_params())
 

@@ -71,12 +71,12 @@ def measure_keras(impl, cell, steps):
     )
     rates = harness.keras_lm_rates(
         model,
+        cfg,
         VOCAB,
         BATCH,
         BPTT,
         steps,
         steps,
-        cfg,
         train_passes=harness.EVAL_PASSES,
     )
     return (*rates, model.count_params())

@@ -50,7 +50,7 @@ def measure_keras(impl, hidden, bptt, steps, eval_steps):
     model = build_language_model(cfg, VOCAB, BATCH, seed=0)
     compile_model(model, TrainConfig(learning_rate=1.0, clipnorm=5.0))
     return harness.keras_lm_rates(
-        model, VOCAB, BATCH, bptt, steps, eval_steps, cfg, warm=3
+        model, cfg, VOCAB, BATCH, bptt, steps, eval_steps, warm=3
     )
 
 

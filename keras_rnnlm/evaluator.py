@@ -211,7 +211,7 @@ class Evaluator:
             copy_weights(weights_from, self.model)
         stream = self.batches(ids)
         reset_states(self.model)
-        if supports(stream):
+        if self.runs_in_window_loop(stream):
             nll = self._loop_nll(stream, verbose)
         else:
             logs = self.model.evaluate(
@@ -227,6 +227,20 @@ class Evaluator:
         if self.char_level:
             result["bpc"] = nll / math.log(2.0)
         return result
+
+    def runs_in_window_loop(self, stream):
+        """Whether :meth:`evaluate` runs ``stream`` (from :meth:`batches`)
+        in its own window loop (TensorFlow, a plain stream: see
+        :func:`~keras_rnnlm.data.graph_windows.supports`), not through
+        ``model.evaluate``."""
+        return supports(stream)
+
+    def windows_a_call_for(self, stream):
+        """Windows one compiled call runs when :meth:`evaluate` evaluates
+        ``stream``."""
+        if self.runs_in_window_loop(stream):
+            return self.windows_a_call
+        return self.model.steps_per_execution
 
     def _loop_nll(self, stream, verbose):
         """The mean token NLL of ``stream`` (see
@@ -247,9 +261,9 @@ class Evaluator:
         return float(self._metric.result()["nll"])
 
     def _window_loop(self):
-        """The compiled window loop: ``loop(slab, offsets, lengths,
-        count)`` cuts ``count`` windows from a chunk of the stream
-        (:func:`~keras_rnnlm.data.graph_windows.window_chunks`) and runs
+        """The compiled window loop: ``loop(slab, offsets, lengths)`` cuts
+        the windows of a chunk of the stream (those with a length > 0; see
+        :func:`~keras_rnnlm.data.graph_windows.window_chunks`) and runs
         the model on each in turn, adding its NLL to ``self._metric``.
 
         Why not ``model.evaluate``: its ``tf.data`` iterator hands every

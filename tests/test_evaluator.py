@@ -215,3 +215,19 @@ def test_a_bad_steps_per_execution_is_a_clear_error(bad):
     with pytest.raises(ValueError, match="steps_per_execution"):
         window_loop_size(bad)
     assert window_loop_size("auto") == 32 and window_loop_size(3) == 3
+
+
+def test_the_evaluator_says_which_path_and_how_many_windows_a_call():
+    import keras
+
+    ev = Evaluator(CONFIG, VOCAB, 2, 5, steps_per_execution=4)
+    stream = ev.batches(np.arange(80, dtype="int32") % VOCAB)
+    on_tf = keras.backend.backend() == "tensorflow"
+    assert ev.runs_in_window_loop(stream) == on_tf
+    assert ev.windows_a_call_for(stream) == 4
+    resets = Evaluator(
+        CONFIG, VOCAB, 2, 5, sentence_starts=lambda ids: ids == 0
+    )
+    stream = resets.batches(np.arange(80, dtype="int32") % VOCAB)
+    assert not resets.runs_in_window_loop(stream)
+    assert resets.windows_a_call_for(stream) == resets.model.steps_per_execution
