@@ -227,9 +227,33 @@ def child_main(args, measure):
     :func:`note_import_rss` ran, the RSS after the framework import."""
     result = measure(**json.loads(args.child))
     result.setdefault("rss_mb", peak_rss_mb())
+    result.setdefault("malloc", malloc_state())
     if "mb" in _IMPORT_RSS:
         result.setdefault("import_rss_mb", _IMPORT_RSS["mb"])
     print(json.dumps(result), flush=True)
+
+
+def malloc_state():
+    """How this process's glibc malloc was set: keras_rnnlm's tuning state
+    (``tuned``, ``default`` when turned off, ``unsupported``) once the
+    package is imported (:mod:`keras_rnnlm._malloc`), else ``glibc
+    default``."""
+    tuning = sys.modules.get("keras_rnnlm._malloc")
+    return (tuning and tuning.state) or "glibc default"
+
+
+def malloc_fields(runs, ref_runs=None):
+    """``malloc`` (and ``reference_malloc``) of a record: the
+    :func:`malloc_state` of its runs' processes (``a / b`` if they
+    differ)."""
+
+    def states(rs):
+        return " / ".join(sorted({r.get("malloc", "?") for r in rs}))
+
+    out = {"malloc": states(runs)}
+    if ref_runs:
+        out["reference_malloc"] = states(ref_runs)
+    return out
 
 
 def interleave(keys, repeats, measure, report=None):

@@ -765,6 +765,9 @@ def main():
                 "load_average": round(res["load_average"], 2),
                 "load_averages": [round(r["load_average"], 2) for r in runs],
                 "repeats": len(runs),
+                **harness.malloc_fields(
+                    runs, samples.get((name, "torch")) if ref else None
+                ),
             }
             phases = {
                 "train": {

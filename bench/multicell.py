@@ -239,6 +239,9 @@ def main():
                     "torch 2.13 CPU, same cell, same run",
                     params=int(m["params"]),
                     eval_tokens=eval_steps * BATCH * BPTT,
+                    **harness.malloc_fields(
+                        samples[impl], samples.get("torch") if ref else None
+                    ),
                 )
                 for other in ("lstm", "naive"):
                     if other in med:

@@ -270,6 +270,10 @@ def main():
                         torch_ref,
                         "torch 2.13 CPU, same cell, same run" + jit,
                         params=int(m["params"]),
+                        **harness.malloc_fields(
+                            samples.get(impl, []),
+                            samples.get(best[phase]) if best else None,
+                        ),
                         ratio_to_fused_lstm=round(m[phase] / refs["lstm"], 3)
                         if "lstm" in refs
                         else None,

@@ -131,8 +131,13 @@ def main():
             samples, ("train", "eval", "rss_mb", "import_rss_mb")
         )
         ref = med.get("torch")
-        extra = {"eval_tokens": eval_steps * BATCH * bptt}
         for impl, m in med.items():
+            extra = {
+                "eval_tokens": eval_steps * BATCH * bptt,
+                **harness.malloc_fields(
+                    samples[impl], samples.get("torch") if ref else None
+                ),
+            }
             for phase in ("train", "eval"):
                 records.append(
                     harness.record(

@@ -7,13 +7,18 @@ Subpackages: ``data`` (corpora, vocabulary, token streams), ``layers``
 ``import keras_rnnlm`` registers every class the package saves in a
 ``.keras`` file (its layers, losses, metrics), so that
 ``keras.saving.load_model("RUN/model.keras")`` works after it alone.
-Before that, it silences TensorFlow's C++ start-up lines unless
-``TF_CPP_MIN_LOG_LEVEL`` is set (:mod:`keras_rnnlm._startup`).
+Before that, it sets glibc's allocator for TensorFlow's compiled loops
+(one arena, a high trim threshold; ``KERAS_RNNLM_MALLOC=default`` keeps
+glibc's defaults: :mod:`keras_rnnlm._malloc`) and silences TensorFlow's
+C++ start-up lines unless ``TF_CPP_MIN_LOG_LEVEL`` is set
+(:mod:`keras_rnnlm._startup`).
 """
 
+from keras_rnnlm._malloc import tune_malloc
 from keras_rnnlm._startup import quiet_tensorflow_startup
 from keras_rnnlm._version import __version__
 
+tune_malloc()
 quiet_tensorflow_startup()
 
 

@@ -1,0 +1,102 @@
+"""``import keras_rnnlm`` sets glibc's allocator (one arena, a 256 MiB
+trim threshold) unless the user chose otherwise
+(:mod:`keras_rnnlm._malloc`)."""
+
+import platform
+import sys
+
+import pytest
+from user_process import run_as_user
+
+from keras_rnnlm import _malloc
+
+glibc_only = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+    reason="mallopt is glibc's",
+)
+
+# A fresh process: import the package, run a TensorFlow op, then free
+# 50 MB of 64 KiB blocks (below glibc's mmap threshold, so from the
+# heap) and let four Python threads allocate at once. It prints the
+# tuning's state, the heap bytes still held after the free, and (from
+# glibc's malloc_stats on stderr) the arenas.
+CODE = """
+import ctypes, threading
+import keras_rnnlm
+from keras_rnnlm import _malloc
+import tensorflow as tf
+tf.reduce_sum(tf.ones((64, 64))).numpy()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in
+                "arena ordblks smblks hblks hblkhd usmblks fsmblks "
+                "uordblks fordblks keepcost".split()]
+libc.mallinfo2.restype = Info
+before = libc.mallinfo2().arena
+blocks = [libc.malloc(65536) for _ in range(800)]
+for b in reversed(blocks):
+    libc.free(b)
+held = libc.mallinfo2().arena - before
+barrier = threading.Barrier(4)
+def work():
+    barrier.wait()
+    keep = [bytearray(50000) for _ in range(50)]
+    barrier.wait()
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+libc.malloc_stats()
+print(_malloc.state, held // 2**20)
+"""
+
+
+def run(**env):
+    p = run_as_user(["-c", CODE], TF_CPP_MIN_LOG_LEVEL="3", **env)
+    assert p.returncode == 0, p.stderr
+    state, held_mb = p.stdout.split()
+    arenas = p.stderr.count("Arena ")
+    return state, int(held_mb), arenas
+
+
+@glibc_only
+def test_import_tunes_glibc_malloc():
+    state, held_mb, arenas = run()
+    assert state == "tuned"
+    # The freed 50 MB stay mapped (trim threshold 256 MiB) ...
+    assert held_mb >= 45
+    # ... and every thread, TensorFlow's included, shares one arena.
+    assert arenas == 1
+
+
+@glibc_only
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"KERAS_RNNLM_MALLOC": "default"},
+        {"MALLOC_ARENA_MAX": "8"},
+        {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=7"},
+    ],
+)
+def test_a_user_choice_keeps_glibc_defaults(env):
+    state, held_mb, arenas = run(**env)
+    assert state == "default"
+    assert held_mb < 5  # glibc trims the freed top of the heap
+    assert arenas > 1  # threads get arenas of their own
+
+
+def test_user_chose():
+    assert not _malloc.user_chose({})
+    assert not _malloc.user_chose({"KERAS_RNNLM_MALLOC": "tuned"})
+    assert _malloc.user_chose({"KERAS_RNNLM_MALLOC": "default"})
+    assert _malloc.user_chose({"MALLOC_TRIM_THRESHOLD_": "1"})
+    assert _malloc.user_chose({"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"})
+    assert not _malloc.user_chose({"GLIBC_TUNABLES": "glibc.cpu.x86_foo=1"})
+
+
+def test_an_unknown_value_is_one_line_and_no_tuning(capsys):
+    assert _malloc.user_chose({"KERAS_RNNLM_MALLOC": "fast"})
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "KERAS_RNNLM_MALLOC='fast'" in err
