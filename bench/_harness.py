@@ -200,15 +200,22 @@ def set_threads(threads, torch=None):
 
 def run_child(script, params, env=None):
     """Runs ``python SCRIPT --child JSON(params)`` and returns the JSON
-    object of its last output line, with ``wall_s`` (the child's wall time)
+    object of its last output line (a ``torch*`` impl's child with
+    ``KERAS_RNNLM_MALLOC=default``), with ``wall_s`` (the child's wall time)
     and ``load_average`` (1-minute load when it ended) added."""
+    env = env if env is not None else thread_env(0)
+    if str(params.get("impl", "")).startswith("torch"):
+        # The reference runs with glibc's own malloc even where its child
+        # imports keras_rnnlm for a config (keras_rnnlm/_malloc.py: one
+        # arena made PyTorch's mLSTM training 4x slower).
+        env = {**env, "KERAS_RNNLM_MALLOC": "default"}
     t = time.perf_counter()
     out = subprocess.run(
         [sys.executable, script, "--child", json.dumps(params)],
         capture_output=True,
         text=True,
         check=False,
-        env=env if env is not None else thread_env(0),
+        env=env,
     )
     if out.returncode != 0:
         raise RuntimeError(
@@ -234,12 +241,13 @@ def child_main(args, measure):
 
 
 def malloc_state():
-    """How this process's glibc malloc was set: keras_rnnlm's tuning state
-    (``tuned``, ``default`` when turned off, ``unsupported``) once the
+    """How this process's glibc malloc was set: keras_rnnlm's tuning
+    (``tuned: arena_max=1``, ``default`` when turned off,
+    ``unsupported``) once the
     package is imported (:mod:`keras_rnnlm._malloc`), else ``glibc
     default``."""
     tuning = sys.modules.get("keras_rnnlm._malloc")
-    return (tuning and tuning.state) or "glibc default"
+    return (tuning and tuning.state and tuning.describe()) or "glibc default"
 
 
 def malloc_fields(runs, ref_runs=None):

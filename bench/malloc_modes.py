@@ -9,19 +9,21 @@ evaluation batch (``--windows`` / 10 windows) and at batch 1
 ``--passes`` timed passes. Settings of glibc's
 allocator, one fresh process each, interleaved ``--processes`` times:
 
-* ``tuned``: ``import keras_rnnlm`` sets them (the package's default);
+* ``tuned``: ``import keras_rnnlm`` sets one arena (the package's
+  default);
 * ``default``: ``KERAS_RNNLM_MALLOC=default``, glibc's own settings;
-* ``tunables``: the same two settings given to glibc at process start
+* ``tunables``: one arena given to glibc at process start
   (``GLIBC_TUNABLES``), the reference the import-time ``mallopt`` should
   match;
-* ``arena_only`` / ``trim_only``: one of the two, set by ``mallopt`` in
-  the bench before the import.
+* ``arena_trim``: one arena and a 256 MiB trim threshold (the package's
+  first setting), ``trim_only``: the threshold alone, both by
+  ``mallopt`` in the bench before the import.
 
 A process's figure is the median of its passes; a record holds each
 setting's median over processes, every process's median and its passes,
 and the processes' peak RSS.
 
-    python bench/malloc_modes.py --threads 2 --processes 6
+    python bench/malloc_modes.py --threads 2 --processes 4 --passes 4
 """
 
 import os
@@ -30,13 +32,15 @@ import time
 
 import _harness as harness
 
-TUNABLES = "glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=268435456"
 MODES = {
     "tuned": {},
     "default": {"KERAS_RNNLM_MALLOC": "default"},
-    "tunables": {"GLIBC_TUNABLES": TUNABLES},
-    # One of the two settings alone (mallopt here, before the import).
-    "arena_only": {"KERAS_RNNLM_MALLOC": "default", "BENCH_MALLOPT": "arena"},
+    "tunables": {"GLIBC_TUNABLES": "glibc.malloc.arena_max=1"},
+    # Other settings, by mallopt here before the import.
+    "arena_trim": {
+        "KERAS_RNNLM_MALLOC": "default",
+        "BENCH_MALLOPT": "arena,trim",
+    },
     "trim_only": {"KERAS_RNNLM_MALLOC": "default", "BENCH_MALLOPT": "trim"},
 }
 PHASES = ("train", "eval_b10", "eval_b1")
@@ -44,15 +48,16 @@ VOCAB = 10000
 
 
 def _bench_mallopt():
-    """The ``arena_only`` / ``trim_only`` settings, before keras_rnnlm's
+    """The ``arena_trim`` / ``trim_only`` settings, before keras_rnnlm's
     import (which leaves glibc alone in those processes)."""
     which = os.environ.get("BENCH_MALLOPT")
     if not which:
         return
-    import ctypes  # noqa: I001  (only these two settings need it)
+    import ctypes  # noqa: I001  (only these settings need it)
 
-    param, value = {"arena": (-8, 1), "trim": (-1, 256 * 2**20)}[which]
-    assert ctypes.CDLL(None).mallopt(param, value) == 1
+    for name in which.split(","):
+        param, value = {"arena": (-8, 1), "trim": (-1, 256 * 2**20)}[name]
+        assert ctypes.CDLL(None).mallopt(param, value) == 1
 
 
 def measure(mode, recipe, preset, train_windows, windows, passes):

@@ -6,34 +6,40 @@ passes at half speed (5-10k tok/s where a fresh process runs 11-13k, the
 AWD-LSTM ``cpu`` shape on a 2-core machine). A profile of a slow pass
 puts the extra CPU in kernel page faults and TLB-shootdown interrupts,
 called from XLA:CPU packing a matrix operand into freshly allocated
-memory on every call: glibc gives each compute thread its own arena and
-hands freed pages back to the kernel, so every call faults them in
-again, and every hand-back interrupts the other core.
+memory on every call. Which of glibc's behaviours is at fault was found
+by measuring, not by reading glibc: one arena for all threads removes
+the slow passes, a high trim threshold alone does not (below).
 
 What it does: ``import keras_rnnlm`` calls :func:`tune_malloc` before
-TensorFlow is loaded. It sets two of glibc's ``mallopt`` parameters:
+TensorFlow is loaded. It sets one of glibc's ``mallopt`` parameters,
+``M_ARENA_MAX`` = 1: one arena for every thread (glibc's default is up
+to eight a core), so a buffer freed by one compute thread is reused by
+the next, whichever thread it is. glibc's other settings, its dynamic
+mmap and trim thresholds included, stay as they are.
 
-- ``M_ARENA_MAX`` = 1: one arena for every thread, so a buffer freed by
-  one compute thread is reused by the next, whichever thread it is;
-- ``M_TRIM_THRESHOLD`` = 256 MiB: free memory at the top of the heap is
-  returned to the kernel once it exceeds 256 MiB (glibc's default starts
-  at 128 KiB), so the per-call buffers stay mapped. What is kept is
-  bounded by this threshold.
+Measured with ``python bench/malloc_modes.py`` (AWD-LSTM ``cpu`` shape,
+two threads, 2-core machine; fresh processes of each setting,
+interleaved; each trains 10 timed steps, then evaluates at batch 10 and
+at batch 1; records in ``bench/results/malloc.jsonl``; the figures and
+the command in docs/performance.md, "Several cores"). Over two runs
+(five and four processes a setting), one arena ran batch 1 at 1.45-1.52x
+glibc's defaults, with training and batch 10 unchanged (0.97-1.00x) and
+the same peak RSS. A fixed trim threshold (256 MiB) alone made batch 1
+slower than glibc's defaults (0.87x), and with one arena it made
+PyTorch's mLSTM training 4x slower in a process that had imported the
+package: setting any threshold turns off glibc's dynamic mmap threshold,
+so every block above 128 KiB is mapped and unmapped on each use. So
+only the arena count is set.
 
-Measured (six fresh processes each, AWD-LSTM ``cpu`` shape, a short
-``model.fit`` then six batch-1 passes of 11k tokens at two threads):
-without it the processes' medians were 5.2k, 6.4k, 8.6k, 10.1k, 10.1k
-and 10.1k tok/s; with it, 10.8k to 12.8k, the same as the same settings
-given through ``GLIBC_TUNABLES`` at process start (11.1k to 11.9k).
-Setting them after TensorFlow had started its threads helped in only
-some processes (8.8k to 11.7k). The figures and the command are in
-docs/performance.md.
+Set after TensorFlow had started its threads, the setting helped in
+only some processes (8.8k-11.7k tok/s at batch 1 in a test of the pair
+with the trim threshold), so it is set at import.
 
 Left alone when the user chose: ``KERAS_RNNLM_MALLOC=default`` turns it
 off (``tuned``, the default, keeps it), and so does any
-``glibc.malloc.*`` entry in ``GLIBC_TUNABLES`` or a ``MALLOC_ARENA_MAX``
-/ ``MALLOC_TRIM_THRESHOLD_`` variable. Elsewhere than Linux with glibc
-(musl, macOS, Windows) it does nothing.
+``glibc.malloc.*`` entry in ``GLIBC_TUNABLES`` or a ``MALLOC_*`` variable
+of glibc's (``MALLOC_ARENA_MAX``, ``MALLOC_TRIM_THRESHOLD_``, ...).
+Elsewhere than Linux with glibc (musl, macOS, Windows) it does nothing.
 """
 
 import ctypes
@@ -42,13 +48,19 @@ import platform
 import sys
 
 #: mallopt parameter numbers (glibc's malloc.h) and the values set.
-M_TRIM_THRESHOLD = -1
 M_ARENA_MAX = -8
-SETTINGS = ((M_ARENA_MAX, 1), (M_TRIM_THRESHOLD, 256 * 2**20))
+SETTINGS = ((M_ARENA_MAX, 1),)
 
 #: The environment variable that turns the tuning off (``default``).
 ENV = "KERAS_RNNLM_MALLOC"
-USER_VARIABLES = ("MALLOC_ARENA_MAX", "MALLOC_TRIM_THRESHOLD_")
+USER_VARIABLES = (
+    "MALLOC_ARENA_MAX",
+    "MALLOC_ARENA_TEST",
+    "MALLOC_TRIM_THRESHOLD_",
+    "MALLOC_MMAP_THRESHOLD_",
+    "MALLOC_TOP_PAD_",
+    "MALLOC_MMAP_MAX_",
+)
 
 #: What :func:`tune_malloc` did in this process: ``"tuned"``,
 #: ``"default"`` (turned off by the user) or ``"unsupported"``; None
@@ -104,3 +116,12 @@ def tune_malloc():
     ok = all(mallopt(param, value) == 1 for param, value in SETTINGS)
     state = "tuned" if ok else "unsupported"
     return state
+
+
+def describe():
+    """:data:`state`, with the settings where they were made (for
+    benchmark records): ``"tuned: arena_max=1"``."""
+    if state != "tuned":
+        return state
+    names = {M_ARENA_MAX: "arena_max"}
+    return "tuned: " + ", ".join(f"{names[p]}={v}" for p, v in SETTINGS)

@@ -1,6 +1,5 @@
-"""``import keras_rnnlm`` sets glibc's allocator (one arena, a 256 MiB
-trim threshold) unless the user chose otherwise
-(:mod:`keras_rnnlm._malloc`)."""
+"""``import keras_rnnlm`` gives glibc's allocator one arena, and nothing
+else, unless the user chose otherwise (:mod:`keras_rnnlm._malloc`)."""
 
 import platform
 import sys
@@ -18,8 +17,9 @@ glibc_only = pytest.mark.skipif(
 # A fresh process: import the package, run a TensorFlow op, then free
 # 50 MB of 64 KiB blocks (below glibc's mmap threshold, so from the
 # heap) and let four Python threads allocate at once. It prints the
-# tuning's state, the heap bytes still held after the free, and (from
-# glibc's malloc_stats on stderr) the arenas.
+# tuning's state, the heap bytes still held after the free (glibc trims
+# them unless a threshold was fixed), and (from glibc's malloc_stats on
+# stderr) the arenas.
 CODE = """
 import ctypes, threading
 import keras_rnnlm
@@ -65,23 +65,19 @@ def run(**env):
 def test_import_tunes_glibc_malloc():
     state, held_mb, arenas = run()
     assert state == "tuned"
-    # The freed 50 MB stay mapped (trim threshold 256 MiB) ...
-    assert held_mb >= 45
-    # ... and every thread, TensorFlow's included, shares one arena.
+    # Every thread, TensorFlow's included, shares one arena ...
     assert arenas == 1
+    # ... and glibc's dynamic thresholds are left on: a fixed trim
+    # threshold would keep the freed 50 MB (and it made PyTorch's mLSTM
+    # training 3.5x slower in a process that imported the package).
+    assert held_mb < 5
 
 
 @glibc_only
-@pytest.mark.parametrize(
-    "env",
-    [
-        {"KERAS_RNNLM_MALLOC": "default"},
-        {"MALLOC_ARENA_MAX": "8"},
-        {"GLIBC_TUNABLES": "glibc.malloc.tcache_count=7"},
-    ],
-)
-def test_a_user_choice_keeps_glibc_defaults(env):
-    state, held_mb, arenas = run(**env)
+def test_keras_rnnlm_malloc_default_keeps_glibc_defaults():
+    # The other user choices (MALLOC_ARENA_MAX, GLIBC_TUNABLES) take the
+    # same path: test_user_chose.
+    state, held_mb, arenas = run(KERAS_RNNLM_MALLOC="default")
     assert state == "default"
     assert held_mb < 5  # glibc trims the freed top of the heap
     assert arenas > 1  # threads get arenas of their own
