@@ -206,8 +206,8 @@ def run_child(script, params, env=None):
     env = env if env is not None else thread_env(0)
     if str(params.get("impl", "")).startswith("torch"):
         # The reference runs with glibc's own malloc even where its child
-        # imports keras_rnnlm for a config (keras_rnnlm/_malloc.py: one
-        # arena made PyTorch's mLSTM training 4x slower).
+        # imports keras_rnnlm for a config (keras_rnnlm/_malloc.py: the
+        # package's settings would otherwise apply to PyTorch too).
         env = {**env, "KERAS_RNNLM_MALLOC": "default"}
     t = time.perf_counter()
     out = subprocess.run(

@@ -17,19 +17,24 @@ to eight a core), so a buffer freed by one compute thread is reused by
 the next, whichever thread it is. glibc's other settings, its dynamic
 mmap and trim thresholds included, stay as they are.
 
-Measured with ``python bench/malloc_modes.py`` (AWD-LSTM ``cpu`` shape,
-two threads, 2-core machine; fresh processes of each setting,
-interleaved; each trains 10 timed steps, then evaluates at batch 10 and
-at batch 1; records in ``bench/results/malloc.jsonl``; the figures and
-the command in docs/performance.md, "Several cores"). Over two runs
-(five and four processes a setting), one arena ran batch 1 at 1.45-1.52x
-glibc's defaults, with training and batch 10 unchanged (0.97-1.00x) and
-the same peak RSS. A fixed trim threshold (256 MiB) alone made batch 1
-slower than glibc's defaults (0.87x), and with one arena it made
-PyTorch's mLSTM training 4x slower in a process that had imported the
-package: setting any threshold turns off glibc's dynamic mmap threshold,
-so every block above 128 KiB is mapped and unmapped on each use. So
-only the arena count is set.
+Measured with ``python bench/malloc_modes.py --processes 4 --passes 4``
+(AWD-LSTM ``cpu`` shape, two threads, 2-core machine; four fresh
+processes of each setting, interleaved; each trains 10 timed steps, then
+evaluates at batch 10 and at batch 1; records in
+``bench/results/malloc.jsonl``; the table in docs/performance.md,
+"Several cores"): one arena ran batch 1 at 12,423 tok/s against 7,399
+with glibc's defaults (1.68x; its four processes 11.8k-12.5k, glibc's
+5.9k-10.3k), training and batch 10 at 1.02x and 1.00x, with the same
+peak RSS. An earlier run (five processes a setting) gave 1.52x, 0.99x
+and 0.97x.
+
+Only the arena count is set. A fixed trim threshold (256 MiB), alone,
+made batch 1 slower than glibc's defaults (0.79x and 0.87x in the two
+runs), and with one arena it made PyTorch's mLSTM training 3.5x slower
+in a process that had imported the package (3.0k char/s against 10.6k
+with glibc's defaults and 14.8k with one arena alone): fixing any
+threshold turns off glibc's dynamic mmap threshold (``man mallopt``), so
+every block above 128 KiB is mapped and unmapped on each use.
 
 Set after TensorFlow had started its threads, the setting helped in
 only some processes (8.8k-11.7k tok/s at batch 1 in a test of the pair
