@@ -15,6 +15,7 @@ allocator, one fresh process each, interleaved ``--processes`` times:
 * ``tunables``: one arena given to glibc at process start
   (``GLIBC_TUNABLES``), the reference the import-time ``mallopt`` should
   match;
+* ``two_arenas`` / ``one_arena``: two arenas / one (``GLIBC_TUNABLES``);
 * ``arena_trim``: one arena and a 256 MiB trim threshold (the package's
   first setting), ``trim_only``: the threshold alone, both by
   ``mallopt`` in the bench before the import.
@@ -36,6 +37,8 @@ MODES = {
     "tuned": {},
     "default": {"KERAS_RNNLM_MALLOC": "default"},
     "tunables": {"GLIBC_TUNABLES": "glibc.malloc.arena_max=1"},
+    "two_arenas": {"GLIBC_TUNABLES": "glibc.malloc.arena_max=2"},
+    "one_arena": {"GLIBC_TUNABLES": "glibc.malloc.arena_max=1"},
     # Other settings, by mallopt here before the import.
     "arena_trim": {
         "KERAS_RNNLM_MALLOC": "default",

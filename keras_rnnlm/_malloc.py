@@ -54,7 +54,20 @@ import sys
 
 #: mallopt parameter numbers (glibc's malloc.h) and the values set.
 M_ARENA_MAX = -8
-SETTINGS = ((M_ARENA_MAX, 1),)
+
+
+def cores():
+    """The cores this process may run on (its CPU affinity)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def settings():
+    """``((param, value), ...)`` that :func:`tune_malloc` sets: one arena
+    a core (``M_ARENA_MAX``)."""
+    return ((M_ARENA_MAX, max(1, cores())),)
 
 #: The environment variable that turns the tuning off (``default``).
 ENV = "KERAS_RNNLM_MALLOC"
@@ -107,7 +120,7 @@ def _glibc_mallopt():
 
 
 def tune_malloc():
-    """Sets :data:`SETTINGS` through ``mallopt`` unless the user chose
+    """Sets :func:`settings` through ``mallopt`` unless the user chose
     (:func:`user_chose`); returns and records (:data:`state`) what was
     done. Call it before TensorFlow starts its threads."""
     global state
@@ -118,15 +131,15 @@ def tune_malloc():
     if mallopt is None:
         state = "unsupported"
         return state
-    ok = all(mallopt(param, value) == 1 for param, value in SETTINGS)
+    ok = all(mallopt(param, value) == 1 for param, value in settings())
     state = "tuned" if ok else "unsupported"
     return state
 
 
 def describe():
     """:data:`state`, with the settings where they were made (for
-    benchmark records): ``"tuned: arena_max=1"``."""
+    benchmark records): ``"tuned: arena_max=2"``."""
     if state != "tuned":
         return state
     names = {M_ARENA_MAX: "arena_max"}
-    return "tuned: " + ", ".join(f"{names[p]}={v}" for p, v in SETTINGS)
+    return "tuned: " + ", ".join(f"{names[p]}={v}" for p, v in settings())
