@@ -8,7 +8,7 @@ Subpackages: ``data`` (corpora, vocabulary, token streams), ``layers``
 ``.keras`` file (its layers, losses, metrics), so that
 ``keras.saving.load_model("RUN/model.keras")`` works after it alone.
 Before that, it sets glibc's allocator for TensorFlow's compiled loops
-(one arena, a high trim threshold; ``KERAS_RNNLM_MALLOC=default`` keeps
+(one arena a core; ``KERAS_RNNLM_MALLOC=default`` keeps
 glibc's defaults: :mod:`keras_rnnlm._malloc`) and silences TensorFlow's
 C++ start-up lines unless ``TF_CPP_MIN_LOG_LEVEL`` is set
 (:mod:`keras_rnnlm._startup`).

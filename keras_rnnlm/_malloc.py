@@ -7,37 +7,40 @@ AWD-LSTM ``cpu`` shape on a 2-core machine). A profile of a slow pass
 puts the extra CPU in kernel page faults and TLB-shootdown interrupts,
 called from XLA:CPU packing a matrix operand into freshly allocated
 memory on every call. Which of glibc's behaviours is at fault was found
-by measuring, not by reading glibc: one arena for all threads removes
-the slow passes, a high trim threshold alone does not (below).
+by measuring, not by reading glibc: fewer arenas (one, or one a core)
+remove the slow passes, a high trim threshold alone does not (below).
 
 What it does: ``import keras_rnnlm`` calls :func:`tune_malloc` before
 TensorFlow is loaded. It sets one of glibc's ``mallopt`` parameters,
-``M_ARENA_MAX`` = 1: one arena for every thread (glibc's default is up
-to eight a core), so a buffer freed by one compute thread is reused by
-the next, whichever thread it is. glibc's other settings, its dynamic
-mmap and trim thresholds included, stay as they are.
+``M_ARENA_MAX``, to the number of cores the process may run on: one
+arena a core, where glibc's default allows eight a core, so the compute
+threads share a few arenas and a buffer freed by one is reused by the
+next. glibc's other settings, its dynamic mmap and trim thresholds
+included, stay as they are.
 
-Measured with ``python bench/malloc_modes.py --processes 4 --passes 4``
-(AWD-LSTM ``cpu`` shape, two threads, 2-core machine; four fresh
-processes of each setting, interleaved; each trains 10 timed steps, then
-evaluates at batch 10 and at batch 1; records in
-``bench/results/malloc.jsonl``; the table in docs/performance.md,
-"Several cores"): one arena ran batch 1 at 12,423 tok/s against 7,399
-with glibc's defaults (1.68x; its four processes 11.8k-12.5k, glibc's
-5.9k-10.3k), training and batch 10 at 1.02x and 1.00x, with the same
-peak RSS. An earlier run (five processes a setting) gave 1.52x, 0.99x
-and 0.97x.
+Measured with ``python bench/malloc_modes.py`` (AWD-LSTM ``cpu`` shape,
+two threads, a 2-core machine, so two arenas; fresh processes of each
+setting, interleaved; each trains 10 timed steps, then evaluates at
+batch 10 and at batch 1; records in ``bench/results/malloc.jsonl``; the
+table and the commands in docs/performance.md, "Several cores"). In two
+runs (three and four processes a setting) batch 1 ran at 1.92x and 1.63x
+glibc's defaults, training at 1.05x and 0.95x, batch 10 at 1.07x and
+0.91x, with the same peak RSS.
 
-Only the arena count is set. A fixed trim threshold (256 MiB), alone,
-made batch 1 slower than glibc's defaults (0.79x and 0.87x in the two
-runs), and with one arena it made PyTorch's mLSTM training 3.5x slower
-in a process that had imported the package (3.0k char/s against 10.6k
-with glibc's defaults and 14.8k with one arena alone): fixing any
+Why not one arena for all threads: it fixes batch 1 as well (1.68-1.78x
+over three runs) but made the multi-cell LSTM's evaluation 0.85x glibc's
+defaults (39.0k-40.2k tok/s against 44.0k-48.4k, three runs each; two
+arenas 44.7k-47.3k). Why no fixed threshold: a 256 MiB trim threshold
+alone made batch 1 slower than glibc's defaults (0.79x, 0.87x), and
+with one arena it made PyTorch's mLSTM training 3.5x slower in a process
+that had imported the package (3.0k char/s against 10.6k): fixing any
 threshold turns off glibc's dynamic mmap threshold (``man mallopt``), so
-every block above 128 KiB is mapped and unmapped on each use.
+every block above 128 KiB is mapped and unmapped on each use. Only a
+2-core machine was measured; one arena a core is the rule carried to
+larger ones.
 
-Set after TensorFlow had started its threads, the setting helped in
-only some processes (8.8k-11.7k tok/s at batch 1 in a test of the pair
+Set after TensorFlow had started its threads, the arena limit helped in
+only some processes (8.8k-11.7k tok/s at batch 1 in a test of one arena
 with the trim threshold), so it is set at import.
 
 Left alone when the user chose: ``KERAS_RNNLM_MALLOC=default`` turns it
@@ -68,6 +71,7 @@ def settings():
     """``((param, value), ...)`` that :func:`tune_malloc` sets: one arena
     a core (``M_ARENA_MAX``)."""
     return ((M_ARENA_MAX, max(1, cores())),)
+
 
 #: The environment variable that turns the tuning off (``default``).
 ENV = "KERAS_RNNLM_MALLOC"
