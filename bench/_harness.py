@@ -322,15 +322,16 @@ def note_import_rss():
 # -- timing ------------------------------------------------------------------
 
 
-def median_rate(one_pass, tokens, passes=EVAL_PASSES):
-    """Median tokens/s over ``passes`` timed calls of ``one_pass()``.
+def median_rate(one_pass, tokens, passes=EVAL_PASSES, rates=None):
+    """Median tokens/s over ``passes`` timed calls of ``one_pass()``
+    (each call's rate appended to the list ``rates`` when given).
 
     On a shared machine a whole call now and then runs at about half
     speed; with one timed call per process the reported median over
     processes would depend on luck. Every implementation of a bench is
     timed by this same rule.
     """
-    rates = []
+    rates = [] if rates is None else rates
     for _ in range(passes):
         t = time.perf_counter()
         one_pass()

@@ -116,13 +116,13 @@ def measure(mode, recipe, preset, train_windows, windows, passes):
         copy_weights(model, ev.model)
         ev.evaluate(ids[: batch * (bptt + 1)])
         tokens = n_windows * bptt * batch
-        rates = []
-        for _ in range(passes):
-            start = time.perf_counter()
-            ev.evaluate(ids[: tokens + batch])
-            rates.append(tokens / (time.perf_counter() - start))
-        out[phase] = statistics.median(rates)
-        out[phase + "_passes"] = rates
+        rates = out[phase + "_passes"] = []
+        out[phase] = harness.median_rate(
+            lambda e=ev, n=tokens + batch: e.evaluate(ids[:n]),
+            tokens,
+            passes,
+            rates,
+        )
     return out
 
 
