@@ -394,8 +394,10 @@ def keras_lm_rates(
     model, model_config, vocab, batch, bptt, steps, eval_steps, **kwargs
 ):
     """Training and evaluation tokens/s of a language model built from
-    ``model_config``, on random token ids: :func:`keras_train_rate` of
-    ``steps`` batches of windows of ``bptt`` (``kwargs`` go to it), then
+    ``model_config``, on random token ids: ``model.fit`` on what the
+    trainer feeds it (``keras_rnnlm.data.fit_data`` of an ``LMSequence``)
+    of ``steps`` windows of ``bptt`` a row, the median of
+    ``train_passes`` passes after ``warm`` untimed windows, then
     what a user runs to evaluate: ``Evaluator.evaluate`` of a
     :class:`keras_rnnlm.evaluator.Evaluator` at ``batch`` with ``model``'s
     weights, on a stream of ``eval_steps`` windows a row (the state
@@ -404,6 +406,8 @@ def keras_lm_rates(
     """
     import numpy as np
 
+    from keras_rnnlm.data.fit_data import fit_data
+    from keras_rnnlm.data.streams import LMSequence
     from keras_rnnlm.evaluator import Evaluator
     from keras_rnnlm.models.weights import copy_weights
 
@@ -412,10 +416,15 @@ def keras_lm_rates(
     def ids(windows):
         return rng.integers(0, vocab, batch * (windows * bptt + 1), "int32")
 
-    train = tuple(
-        rng.integers(0, vocab, (batch * steps, bptt), "int32") for _ in "xy"
+    def fit(stream):
+        model.fit(fit_data(stream), verbose=0, shuffle=False)
+
+    # Training as the trainer feeds it (fit_data of an LMSequence).
+    fit(LMSequence(ids(kwargs.get("warm", 2)), batch, bptt))
+    stream = LMSequence(ids(steps), batch, bptt)
+    train_rate = median_rate(
+        lambda: fit(stream), batch * steps * bptt, kwargs.get("train_passes", 1)
     )
-    train_rate = keras_train_rate(model, train, batch, **kwargs)
     ev = Evaluator(model_config, vocab, batch, bptt)
     copy_weights(model, ev.model)
     ev.evaluate(ids(kwargs.get("warm", 2)))

@@ -45,6 +45,7 @@ def main(argv=None):
         ap.error("--warmup must be >= 1")
     harness.set_threads(args.threads)
 
+    from keras_rnnlm.data.fit_data import fit_data
     from keras_rnnlm.data.streams import LMSequence
     from keras_rnnlm.models import build_language_model
     from keras_rnnlm.recipe import config_from_preset
@@ -70,7 +71,13 @@ def main(argv=None):
         def on_train_batch_end(self, batch, logs=None):
             times.append(time.perf_counter())
 
-    model.fit(stream, epochs=1, shuffle=False, verbose=0, callbacks=[Timer()])
+    model.fit(
+        fit_data(stream),
+        epochs=1,
+        shuffle=False,
+        verbose=0,
+        callbacks=[Timer()],
+    )
     step_s = float(np.median(np.diff(times[args.warmup - 1 :])))
     tok_s = d.batch_size * d.bptt / step_s
     stem = os.path.splitext(os.path.basename(args.recipe))[0]

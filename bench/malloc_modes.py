@@ -68,6 +68,7 @@ def measure(mode, recipe, preset, train_windows, windows, passes):
     import keras
     import numpy as np
 
+    from keras_rnnlm.data.fit_data import fit_data
     from keras_rnnlm.data.streams import LMSequence
     from keras_rnnlm.evaluation import Evaluator
     from keras_rnnlm.models import build_language_model
@@ -94,7 +95,7 @@ def measure(mode, recipe, preset, train_windows, windows, passes):
             times.append(time.perf_counter())
 
     model.fit(
-        LMSequence(ids[:n], d.batch_size, d.bptt),
+        fit_data(LMSequence(ids[:n], d.batch_size, d.bptt)),
         epochs=1,
         shuffle=False,
         verbose=0,

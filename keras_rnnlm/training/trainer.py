@@ -8,7 +8,6 @@ differs between papers is the model config (layers, head), the callbacks
 import os
 
 import keras
-import numpy as np
 
 from keras_rnnlm.callbacks import BestCheckpoint
 from keras_rnnlm.callbacks import EpochLog
@@ -28,6 +27,7 @@ from keras_rnnlm.callbacks.regularization import RegularizerLogger
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.config import load_config
 from keras_rnnlm.data.documents import corpus_idf
+from keras_rnnlm.data.fit_data import fit_data
 from keras_rnnlm.data.sentences import lm_sequence
 from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
@@ -298,16 +298,7 @@ def _train(config, callbacks, resume, init_weights):
         EpochLog(os.path.join(out, LOG_FILE), checkpoint),
         RunProgbar(config.train.epochs),
     ]
-    if d.variable_bptt:
-        _fit_variable_windows(model, stream, config, initial_epoch, cbs, skip)
-    else:
-        if skip and initial_epoch < t.epochs:
-            # the rest of the interrupted epoch (the stream starts at
-            # window ``skip``), then the following epochs from their start
-            _fit(model, stream, config, initial_epoch, initial_epoch + 1, cbs)
-            initial_epoch += 1
-        if initial_epoch < t.epochs and not model.stop_training:
-            _fit(model, stream, config, initial_epoch, t.epochs, cbs)
+    _fit_epochs(model, stream, config, initial_epoch, cbs, skip)
     if nan_guard.diverged_at is not None or checkpoint.diverged is not None:
         raise TrainingDivergedError(
             _divergence_message(nan_guard, checkpoint, best)
@@ -379,74 +370,30 @@ def check_resumable(config):
         )
 
 
-def _fit(model, data, config, initial_epoch, epochs, callbacks):
-    model.fit(
-        data,
-        epochs=epochs,
-        initial_epoch=initial_epoch,
-        callbacks=callbacks,
-        shuffle=False,
-        verbose=config.train.verbose,
-    )
+def _fit_epochs(model, stream, config, initial_epoch, callbacks, skip=0):
+    """One ``fit`` call per epoch, on :func:`fit_data` of the stream.
 
-
-def _fit_variable_windows(
-    model, stream, config, initial_epoch, callbacks, skip=0
-):
-    """One ``fit`` call per epoch for variable BPTT windows.
-
-    Keras fixes an epoch's number of batches when ``fit`` starts, and on
-    TensorFlow infers the tensor signature from the first two batches (a
-    fixed time length if those two happen to be equal). With variable
-    windows both change from epoch to epoch, so each epoch is its own
-    ``fit`` call on that epoch's windows (``stream.set_epoch``; the windows
-    depend only on ``(seed, epoch)``, so a resumed run sees the same ones),
-    and on TensorFlow the data is a ``tf.data.Dataset`` whose time axis is
-    declared ``None``: one traced train step for every length. (The
-    XLA-compiled recurrence still compiles once per distinct length; that
-    number is bounded by ``data.bptt_max_delta`` / ``data.bptt_multiple``.)
-    Callbacks see ``on_train_begin``/``on_train_end`` once per epoch. A run
-    resumed from a mid-epoch checkpoint serves its first epoch from window
-    ``skip`` on.
+    One call per epoch because Keras fixes an epoch's number of batches
+    when ``fit`` starts, and variable BPTT windows change it from epoch
+    to epoch; and because :func:`fit_data` serves one epoch of the stream
+    (on TensorFlow without ``tf.data``'s background threads, which made
+    training at two threads run at half speed in a random part of the
+    epochs). The callbacks carry their state across the calls. A run
+    resumed from a mid-epoch checkpoint serves its first epoch from
+    window ``skip`` on.
     """
     for epoch in range(initial_epoch, config.train.epochs):
         stream.set_epoch(epoch, skip if epoch == initial_epoch else 0)
-        _fit(model, _epoch_data(stream), config, epoch, epoch + 1, callbacks)
+        model.fit(
+            fit_data(stream),
+            epochs=epoch + 1,
+            initial_epoch=epoch,
+            callbacks=callbacks,
+            shuffle=False,
+            verbose=config.train.verbose,
+        )
         if model.stop_training:
             break
-
-
-def _epoch_data(stream):
-    if keras.backend.backend() != "tensorflow":
-        return stream
-    import tensorflow as tf  # TensorFlow backend only (returned above)
-
-    b = stream.batch_size
-
-    def batches():
-        for i in range(len(stream)):
-            yield stream[i]
-
-    def spec(array):
-        return tf.TensorSpec((b, None), tf.as_dtype(np.asarray(array).dtype))
-
-    # The structure of the stream's batches (token ids alone, or a dict
-    # with the stream's extra inputs, e.g. a sentence-reset mask, and the
-    # targets of a sampled softmax), every tensor with a free time axis.
-    ids = np.zeros((b, 1), np.int32)
-    extra = {
-        **stream.extra_inputs(0),
-        **({"targets": ids} if stream.targets_as_input else {}),
-    }
-    x = {"tokens": ids, **extra} if extra else ids
-    signature = tf.nest.map_structure(
-        spec, (x, ids, np.zeros((b, 1), np.float32))
-    )
-    data = tf.data.Dataset.from_generator(batches, output_signature=signature)
-    # A known cardinality: otherwise Keras runs one more step than there
-    # are batches (to find the end), and per-batch callbacks see an index
-    # past the epoch's last window.
-    return data.apply(tf.data.experimental.assert_cardinality(len(stream)))
 
 
 def _tensorboard(config, out):

@@ -182,3 +182,25 @@ def test_sentence_reset_trains_with_variable_windows(tiny_config):
     )
     results = train(config)
     assert np.isfinite(results["test"]["nll"])
+
+
+def test_every_epoch_reads_fit_data(tiny_config, monkeypatch):
+    """Fixed windows too: one ``fit`` per epoch on ``fit_data(stream)``
+    (on TensorFlow a pipeline without tf.data's background threads, which
+    made two-thread training run at half speed in random epochs: see
+    keras_rnnlm.data.fit_data), every epoch's windows served."""
+    from keras_rnnlm.data.fit_data import fit_data
+    from keras_rnnlm.training import trainer
+
+    served = []
+
+    def spy(stream):
+        served.append((stream.epoch, len(stream)))
+        return fit_data(stream)
+
+    monkeypatch.setattr(trainer, "fit_data", spy)
+    cfg = apply_overrides(tiny_config, ["train.epochs=3"])
+    assert not cfg.data.variable_bptt
+    train(cfg)
+    assert [epoch for epoch, _ in served] == [0, 1, 2]
+    assert len({n for _, n in served}) == 1 and served[0][1] > 1
