@@ -6,6 +6,8 @@
 - `vocabulary`: `Vocabulary` and `build_vocabulary`.
 - `corpus`: `load_corpus` and the `Corpus` container of id arrays.
 - `streams`: `batchify`, BPTT windows and the `LMSequence` `PyDataset`.
+- `fit_data`: a stream's epoch as `model.fit` reads it on TensorFlow (a
+  `tf.data` pipeline without background threads).
 """
 
 from keras_rnnlm.data.corpus import Corpus

@@ -40,6 +40,7 @@ from keras_rnnlm.models.pretrained import describe as describe_pretrained
 from keras_rnnlm.models.samplers import has_targets_input
 from keras_rnnlm.models.samplers import set_sampler_counts
 from keras_rnnlm.models.weights import model_parameters
+from keras_rnnlm.optimizers import SGD
 from keras_rnnlm.runs import CHECKPOINT_DIR
 from keras_rnnlm.runs import CONFIG_FILE
 from keras_rnnlm.runs import LOG_FILE
@@ -59,7 +60,9 @@ OPTIMIZERS = ("sgd", "adam")
 
 
 def make_optimizer(train_config):
-    """SGD or Adam with global-norm clipping and L2 weight decay.
+    """SGD (the package's :class:`keras_rnnlm.optimizers.SGD`: the dense
+    gradient's norm, one fused update kernel per variable on TensorFlow)
+    or Adam, with global-norm clipping and L2 weight decay.
 
     For plain SGD, Keras's ``weight_decay`` (``w -= lr * wd * w`` after the
     clipped gradient step) is exactly PyTorch's coupled L2 in
@@ -72,7 +75,7 @@ def make_optimizer(train_config):
     if train_config.weight_decay:
         kw["weight_decay"] = train_config.weight_decay
     if train_config.optimizer == "sgd":
-        return keras.optimizers.SGD(**kw)
+        return SGD(**kw)
     if train_config.optimizer == "adam":
         return keras.optimizers.Adam(**kw)
     raise ConfigError(
