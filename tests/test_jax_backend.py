@@ -1,8 +1,9 @@
 """The backend-sensitive tests, re-run on the JAX backend.
 
-The default test run uses TensorFlow. This test runs, in one JAX
+The default test run uses TensorFlow. Two tests run, each in one JAX
 subprocess (one JAX start-up), the tests whose results depend on the
-backend: the multiplicative cells against their NumPy references and
+backend (:data:`SELECTION` in the default run, :data:`SLOW_SELECTION`
+marked ``slow``): the multiplicative cells against their NumPy references and
 their gradients, carried recurrent state through the compiled
 predict/evaluate steps, streaming evaluation equal to a whole-stream
 pass, and the dynamic-evaluation steps (jitted stateless_call + update)
@@ -24,6 +25,9 @@ import keras
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+#: The default run's selection: cells and layers against their references,
+#: carried state, the metrics, dynamic evaluation's update, the sampler,
+#: and the callbacks that act on variables inside ``fit`` (resume).
 SELECTION = {
     "layers/test_multiplicative.py": "(matches_numpy and auto) or gradients",
     "layers/test_stateful.py": "carries_state and (lstm or mlstm)",
@@ -33,12 +37,18 @@ SELECTION = {
     "test_metrics.py": "independent or gradient_is_softmax",
     "evaluation/test_dynamic.py": "update_rule_matches_hand_computed",
     "layers/test_sampled_softmax.py": "sampler_draws or float64_reference",
-    "training/test_sampled_softmax_training.py": "learns_and_reports_full",
     "callbacks/test_regularization.py": "through_fit",
     "callbacks/test_nt_asgd.py": "through_fit",
-    "training/test_awd_training.py": "variable_windows",
     "callbacks/test_checkpoint.py": "resume_equals_uninterrupted "
     "or really_good_checkpoint",
+}
+
+#: The ``slow`` run's (about 80 s more on 2 cores): whole training runs
+#: (sampled softmax, variable windows, CBOW, sentence level), the CBOW
+#: context layer and every layer's sentence reset.
+SLOW_SELECTION = {
+    "training/test_sampled_softmax_training.py": "learns_and_reports_full",
+    "training/test_awd_training.py": "variable_windows",
     "layers/test_cbow_context.py": "test_cbow_context",
     "training/test_cbow_training.py": "test_cbow_training",
     # every layer's reset against scoring alone and in a train step; the
@@ -52,17 +62,13 @@ SELECTION = {
 }
 
 
-@pytest.mark.skipif(
-    keras.backend.backend() != "tensorflow",
-    reason="runs the JAX checks from the TensorFlow test session",
-)
-def test_backend_sensitive_tests_pass_on_jax():
+def _passes_on_jax(selection):
     try:
         import jax  # noqa: F401
     except ImportError:
         pytest.skip("jax not installed (pip install -e '.[jax]')")
-    args = [os.path.join(HERE, path) for path in SELECTION]
-    expr = " or ".join(f"({e})" for e in SELECTION.values())
+    args = [os.path.join(HERE, path) for path in selection]
+    expr = " or ".join(f"({e})" for e in selection.values())
     proc = subprocess.run(
         [
             sys.executable,
@@ -85,7 +91,24 @@ def test_backend_sensitive_tests_pass_on_jax():
     # otherwise drop out of the selection silently; a few selected tests
     # skip themselves on JAX: TensorFlow-only eager-gradient checks)
     lines = proc.stdout.splitlines()
-    for path in SELECTION:
+    for path in selection:
         assert any(
             f"{path}::" in line and " PASSED" in line for line in lines
         ), f"no test of {path} passed on JAX:\n{proc.stdout[-4000:]}"
+
+
+on_tensorflow = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="runs the JAX checks from the TensorFlow test session",
+)
+
+
+@on_tensorflow
+def test_backend_sensitive_tests_pass_on_jax():
+    _passes_on_jax(SELECTION)
+
+
+@on_tensorflow
+@pytest.mark.slow
+def test_training_runs_and_sentence_resets_pass_on_jax():
+    _passes_on_jax(SLOW_SELECTION)
