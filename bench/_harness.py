@@ -351,6 +351,31 @@ def median_ms(fn, repeats):
     return 1000.0 * statistics.median(times)
 
 
+def fit_batch_times(model, stream):
+    """``model.fit`` for one epoch of ``stream`` as the trainer feeds it
+    (``keras_rnnlm.data.fit_data``); returns the time each batch ended
+    (after its loss was read: the step has run, on async backends too)."""
+    import keras
+
+    from keras_rnnlm.data.fit_data import fit_data
+
+    times = []
+
+    class Timer(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            float(logs["loss"])
+            times.append(time.perf_counter())
+
+    model.fit(
+        fit_data(stream),
+        epochs=1,
+        shuffle=False,
+        verbose=0,
+        callbacks=[Timer()],
+    )
+    return times
+
+
 def keras_train_rate(model, train, batch, warm=2, train_passes=1):
     """Training tokens/s of a compiled Keras model: ``train`` is ``(x,
     y)`` with ``x`` of shape ``(sequences, time, ...)``; ``warm`` untimed

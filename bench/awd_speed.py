@@ -15,7 +15,6 @@ comparison with PyTorch see ``bench/awd_throughput.py``.
 import argparse
 import json
 import os
-import time
 
 import _harness as harness
 import keras
@@ -45,7 +44,6 @@ def main(argv=None):
         ap.error("--warmup must be >= 1")
     harness.set_threads(args.threads)
 
-    from keras_rnnlm.data.fit_data import fit_data
     from keras_rnnlm.data.streams import LMSequence
     from keras_rnnlm.models import build_language_model
     from keras_rnnlm.recipe import config_from_preset
@@ -65,19 +63,7 @@ def main(argv=None):
     n = (args.warmup + args.steps) * d.batch_size * d.bptt + d.batch_size
     stream = LMSequence(corpus.train[:n], d.batch_size, d.bptt)
 
-    times = []
-
-    class Timer(keras.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):
-            times.append(time.perf_counter())
-
-    model.fit(
-        fit_data(stream),
-        epochs=1,
-        shuffle=False,
-        verbose=0,
-        callbacks=[Timer()],
-    )
+    times = harness.fit_batch_times(model, stream)
     step_s = float(np.median(np.diff(times[args.warmup - 1 :])))
     tok_s = d.batch_size * d.bptt / step_s
     stem = os.path.splitext(os.path.basename(args.recipe))[0]

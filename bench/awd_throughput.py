@@ -176,7 +176,6 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
     import numpy as np
 
     from keras_rnnlm.config import RunConfig
-    from keras_rnnlm.data.fit_data import fit_data
     from keras_rnnlm.data.streams import LMSequence
     from keras_rnnlm.evaluation import Evaluator
     from keras_rnnlm.models import build_language_model
@@ -204,20 +203,7 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
     stream = LMSequence(train_ids[:n], d.batch_size, d.bptt)
     assert len(stream) == warmup + steps
 
-    times = []
-
-    class Timer(keras.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):
-            float(logs["loss"])  # waits for the step (async backends)
-            times.append(time.perf_counter())
-
-    model.fit(
-        fit_data(stream),
-        epochs=1,
-        shuffle=False,
-        verbose=0,
-        callbacks=[Timer()],
-    )
+    times = harness.fit_batch_times(model, stream)
     step_s = np.diff(times[warmup - 1 :])
     train = steps * d.batch_size * d.bptt / float(np.sum(step_s))
     out = {"train": train, "step_s": [round(float(s), 3) for s in step_s]}

@@ -29,7 +29,6 @@ and the processes' peak RSS.
 
 import os
 import statistics
-import time
 
 import _harness as harness
 
@@ -68,7 +67,6 @@ def measure(mode, recipe, preset, train_windows, windows, passes):
     import keras
     import numpy as np
 
-    from keras_rnnlm.data.fit_data import fit_data
     from keras_rnnlm.data.streams import LMSequence
     from keras_rnnlm.evaluation import Evaluator
     from keras_rnnlm.models import build_language_model
@@ -87,19 +85,8 @@ def measure(mode, recipe, preset, train_windows, windows, passes):
     model = build_language_model(config.model, VOCAB, d.batch_size, seed=0)
     compile_model(model, config.train)
     n = d.batch_size * (d.bptt * train_windows + 1)
-    times = []
-
-    class Timer(keras.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):
-            float(logs["loss"])
-            times.append(time.perf_counter())
-
-    model.fit(
-        fit_data(LMSequence(ids[:n], d.batch_size, d.bptt)),
-        epochs=1,
-        shuffle=False,
-        verbose=0,
-        callbacks=[Timer()],
+    times = harness.fit_batch_times(
+        model, LMSequence(ids[:n], d.batch_size, d.bptt)
     )
     # The first two steps (tracing, compilation) untimed.
     out = {
