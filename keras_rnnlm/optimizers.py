@@ -9,10 +9,11 @@ number, and is slower than it:
   ``tf.IndexedSlices`` with one row per token *occurrence*; Keras squares
   and sums those rows, so a token seen k times in a batch adds the sum of
   its k rows' squared norms, not the squared norm of their sum, which is
-  what the dense gradient (and PyTorch) has. Untied embeddings (the
-  Zaremba LSTM, the multi-cell and multiplicative models) were clipped by
-  a different scale than the reference code. Here the rows of a token are
-  added up first (:func:`global_norm`), as the dense gradient has them.
+  what the dense gradient (and PyTorch) has. Models with an untied
+  embedding trained with SGD (the Zaremba and multi-cell LSTM presets)
+  were clipped by a different scale than the reference code. Here the
+  rows of a token are added up first (:func:`global_norm`), as the dense
+  gradient has them.
 * **The passes.** Keras squares each gradient into a new tensor, scales
   every gradient by the clipping factor into another, multiplies it by
   the learning rate into a third, and subtracts. Here each squared norm
