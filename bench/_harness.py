@@ -339,14 +339,17 @@ def median_rate(one_pass, tokens, passes=EVAL_PASSES, rates=None):
     return statistics.median(rates)
 
 
-def median_ms(fn, repeats):
+def median_ms(fn, repeats, sync=None):
     """Median milliseconds of ``repeats`` calls of ``fn()`` after one
-    untimed call (tracing, compilation, allocation)."""
+    untimed call (tracing, compilation, allocation); ``sync(result)``,
+    when given, is timed with each call (it waits for async results)."""
     fn()
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
-        fn()
+        result = fn()
+        if sync is not None:
+            sync(result)
         times.append(time.perf_counter() - t)
     return 1000.0 * statistics.median(times)
 

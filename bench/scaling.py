@@ -29,7 +29,6 @@ sides; roofs kind ``analysis``) go to ``bench/results/scaling.jsonl``.
 """
 
 import statistics
-import time
 
 import _harness as harness
 
@@ -40,17 +39,6 @@ ROOFS = {
     "matmul": ("GFLOP/s", 2 * 2048**3 / 1e9),
     "stream": ("GB/s", 2 * 256e6 / 1e9),
 }
-
-
-def _ms(fn, sync, calls):
-    fn()
-    fn()
-    times = []
-    for _ in range(calls):
-        t = time.perf_counter()
-        sync(fn())
-        times.append(time.perf_counter() - t)
-    return 1000.0 * statistics.median(times)
 
 
 def _rates(times_ms):
@@ -123,12 +111,16 @@ def measure_keras(size, calls):
                 t.numpy()
         model.trainable_variables[0].numpy()
 
-    out = {p: _ms(parts[p], sync, calls) for p in PARTS}
+    out = {p: harness.median_ms(parts[p], calls, sync) for p in PARTS}
     a = tf.constant(rng.normal(size=(2048, 2048)).astype("float32"))
     big = tf.constant(rng.normal(size=64_000_000).astype("float32"))
+    matmul, stream = (
+        tf.function(lambda: a @ a),
+        tf.function(lambda: big * 1.0001),
+    )
     roofs = {
-        "matmul": _ms(tf.function(lambda: a @ a), sync, 10),
-        "stream": _ms(tf.function(lambda: big * 1.0001), sync, 10),
+        "matmul": harness.median_ms(matmul, 10, sync),
+        "stream": harness.median_ms(stream, 10, sync),
     }
     return {"parts_ms": out, "roofs": _rates(roofs)}
 
@@ -179,13 +171,13 @@ def measure_torch(size, calls):
         "loss": lambda: backward(ce(logits, y.view(-1))),
         "optimizer": optimizer,
     }
-    out = {p: _ms(parts[p], lambda _: None, calls) for p in PARTS}
+    out = {p: harness.median_ms(parts[p], calls) for p in PARTS}
     a = torch.randn(2048, 2048)
     big = torch.randn(64_000_000)
     with torch.no_grad():
         roofs = {
-            "matmul": _ms(lambda: a @ a, lambda _: None, 10),
-            "stream": _ms(lambda: big * 1.0001, lambda _: None, 10),
+            "matmul": harness.median_ms(lambda: a @ a, 10),
+            "stream": harness.median_ms(lambda: big * 1.0001, 10),
         }
     return {"parts_ms": out, "roofs": _rates(roofs)}
 

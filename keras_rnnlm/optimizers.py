@@ -21,9 +21,10 @@ number, and is slower than it:
   is one ``ResourceApplyGradientDescent`` per variable with the learning
   rate times the clipping factor as its step: the gradient is read once.
   Measured, one optimizer step of the Zaremba small LSTM's 4.65M
-  parameters (``bench/scaling.py``'s ``optimizer`` part), 2-core machine:
-  5.0-5.7 ms with Keras's SGD against 2.9 ms at one thread, 4.6 against
-  2.2 ms at two (PyTorch: 2.1 and 1.8 ms).
+  parameters on a 2-core machine (``python bench/scaling.py --sizes
+  small --repeats 2``, its ``optimizer`` part): 5.78 ms at one thread
+  and 5.82 ms at two with Keras's SGD, 3.66 and 2.86 ms with this one
+  (PyTorch: 1.6-2.1 and 1.2-1.8 ms).
 
 The arithmetic is SGD's: weight decay as Keras applies it (``w -= lr * wd
 * w``, before the step), then ``w -= (lr * scale) * g`` with ``scale =

@@ -6,13 +6,13 @@ Why: handed a :class:`~keras_rnnlm.data.streams.LMSequence` (a
 batches through a ``tf.data`` pipeline with autotuning on and a prefetch
 buffer, whose background threads hand every batch over to the step. On a
 small machine with both cores busy computing, the hand-over waits for a
-core. Measured on the Zaremba small LSTM (2 x 200, batch 20 x 20), 2-core
-machine, two threads, 40 batches a ``fit`` pass: with the stream handed to
-``fit`` as it is, 7 of 30 passes ran at a constant 6.2k tok/s (half the
-speed; a pass's mode drawn at random), the others at 10.5-13.3k; with
-:func:`fit_data`, 0 of 30 (10.5-13.2k). The slow mode also came with
-autotuning on and prefetch injection off, and did not come with
-autotuning off alone, so both are off here.
+core, and a whole ``fit`` pass runs at half speed. Measured on the
+Zaremba small LSTM (2 x 200, batch 20 x 20), 2-core machine, two threads,
+40 batches a pass, three processes of six passes of each feed
+(``python bench/fit_feed.py --processes 3 --passes 6 --threads 2``):
+the stream handed to ``fit`` as it is, 6 of 18 passes at half speed (a
+constant 6.2k tok/s); numpy arrays, 5 of 18; :func:`fit_data`, 0 of 18.
+Both autotuning and prefetch injection are turned off.
 
 The pipeline is a generator over the stream's current epoch (the batches
 are :class:`LMSequence`'s own, element by element), so every stream the

@@ -381,7 +381,8 @@ def _fit_epochs(model, stream, config, initial_epoch, callbacks, skip=0):
     to epoch; and because :func:`fit_data` serves one epoch of the stream
     (on TensorFlow without ``tf.data``'s background threads, which made
     training at two threads run at half speed in a random part of the
-    epochs). The callbacks carry their state across the calls. A run
+    epochs). The callbacks carry their state across the calls and see
+    ``on_train_begin`` / ``on_train_end`` once per epoch. A run
     resumed from a mid-epoch checkpoint serves its first epoch from
     window ``skip`` on.
     """
