@@ -25,8 +25,8 @@ import sys
 from keras_rnnlm.cli.errors import UsageError
 from keras_rnnlm.cli.train import add_command
 from keras_rnnlm.cli.train import options_of
-from keras_rnnlm.serving import Limits
-from keras_rnnlm.serving.warmup import WARMUP_SECONDS
+from keras_rnnlm.serving.limits import WARMUP_SECONDS
+from keras_rnnlm.serving.limits import Limits
 
 
 def _logging(access_path):

@@ -9,7 +9,7 @@ first use (gRPC and the serving protos load only for the server).
 """
 
 from keras_rnnlm.serving.errors import ServingError
-from keras_rnnlm.serving.requests import Limits
+from keras_rnnlm.serving.limits import Limits
 
 __all__ = ["Limits", "Server", "ServingError", "serve_forever"]
 

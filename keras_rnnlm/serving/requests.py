@@ -14,32 +14,12 @@ that a bad request gets a 4xx without reaching the model.
 """
 
 import base64
-import dataclasses
 
 import numpy as np
 import tensorflow as tf
 
 from keras_rnnlm.serving.errors import ServingError
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """Per-request limits of the server.
-
-    Attributes:
-        max_body_bytes: size of a REST body / gRPC message.
-        max_rows: rows (sentences, prefixes, token rows) per request.
-        max_sentence_tokens: tokens of one sentence or prefix (words or
-            characters, as the model tokenises; ``score_ids``: lengths and
-            width; ``step``: time steps).
-        request_timeout_s: a request not answered in this time gets
-            DEADLINE_EXCEEDED (503).
-    """
-
-    max_body_bytes: int = 4 * 1024 * 1024
-    max_rows: int = 1024
-    max_sentence_tokens: int = 1024
-    request_timeout_s: float = 30.0
+from keras_rnnlm.serving.limits import Limits  # noqa: F401  (re-exported)
 
 
 def _bad(message):

@@ -18,8 +18,8 @@ import tensorflow as tf
 
 from keras_rnnlm.export.saved_model import METADATA_ASSET
 from keras_rnnlm.serving.errors import ServingError
-from keras_rnnlm.serving.requests import Limits
-from keras_rnnlm.serving.warmup import WARMUP_SECONDS
+from keras_rnnlm.serving.limits import WARMUP_SECONDS
+from keras_rnnlm.serving.limits import Limits
 from keras_rnnlm.serving.warmup import replay_warmup_file
 from keras_rnnlm.serving.warmup import warm_up_buckets
 

@@ -18,10 +18,10 @@ import uvicorn
 from keras_rnnlm.serving.engine import Engine
 from keras_rnnlm.serving.errors import ServingError
 from keras_rnnlm.serving.grpc_service import start_grpc_server
-from keras_rnnlm.serving.requests import Limits
+from keras_rnnlm.serving.limits import WARMUP_SECONDS
+from keras_rnnlm.serving.limits import Limits
 from keras_rnnlm.serving.rest import build_app
 from keras_rnnlm.serving.servables import ModelManager
-from keras_rnnlm.serving.warmup import WARMUP_SECONDS
 
 access_log = logging.getLogger("keras_rnnlm.serving.access")
 events = logging.getLogger("keras_rnnlm.serving")

@@ -39,12 +39,11 @@ from keras_rnnlm.scoring.scorer import bucket_length
 from keras_rnnlm.scoring.scorer import check_time_buckets
 from keras_rnnlm.serving.engine import call_signature
 from keras_rnnlm.serving.errors import ServingError
-from keras_rnnlm.serving.requests import Limits
+from keras_rnnlm.serving.limits import WARMUP_SECONDS
+from keras_rnnlm.serving.limits import Limits
 from keras_rnnlm.serving.requests import check_inputs
 from keras_rnnlm.serving.requests import from_tensor_protos
 
-#: Default time budget of :func:`warm_up_buckets`, seconds.
-WARMUP_SECONDS = 60.0
 # Signature checks only (the server's request limits do not apply).
 _UNLIMITED = Limits(
     max_body_bytes=sys.maxsize,

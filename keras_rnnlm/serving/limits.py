@@ -1,0 +1,33 @@
+"""The server's per-request limits and start-up defaults.
+
+Kept apart from the request parsing (which needs TensorFlow) so that the
+CLI can build ``keras-rnnlm serve``'s options, and every other command
+can run, on an install without TensorFlow (Keras on JAX, as on a GPU
+machine).
+"""
+
+import dataclasses
+
+#: Default time budget of the server's warm-up
+#: (:func:`keras_rnnlm.serving.warmup.warm_up_buckets`), seconds.
+WARMUP_SECONDS = 60.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Per-request limits of the server.
+
+    Attributes:
+        max_body_bytes: size of a REST body / gRPC message.
+        max_rows: rows (sentences, prefixes, token rows) per request.
+        max_sentence_tokens: tokens of one sentence or prefix (words or
+            characters, as the model tokenises; ``score_ids``: lengths and
+            width; ``step``: time steps).
+        request_timeout_s: a request not answered in this time gets
+            DEADLINE_EXCEEDED (503).
+    """
+
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_rows: int = 1024
+    max_sentence_tokens: int = 1024
+    request_timeout_s: float = 30.0
