@@ -141,7 +141,7 @@ def main(argv=None):
     parser.add_argument("--every", type=float, default=20)
     parser.add_argument("--report", type=float, default=120)
     parser.add_argument("--out")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     if args.action == "start":
         start(args.root, read_jobs(args.jobs))
     elif args.action == "watch":
