@@ -624,3 +624,67 @@ def write_records(args, records, fields=None, path=None):
             rest = {k: v for k, v in (fields or {}).items() if k not in rec}
             f.write(json.dumps({**rec, **rest}) + "\n")
     print(f"appended {len(records)} record(s) to {path}")
+
+
+# -- benches of a training step's parts at 1 and 2 threads --------------------
+
+
+def thread_pair_samples(script, args, size):
+    """Children of ``script`` for one size: keras and torch at 1 and 2
+    threads, interleaved over ``args.repeats``; ``{(impl, threads):
+    [child result, ...]}``."""
+    keys = [(i, t) for t in (1, 2) for i in ("keras", "torch")]
+    params = {"size": size, "calls": args.calls}
+    return interleave(
+        keys,
+        args.repeats,
+        lambda key: run_child(
+            script, {"impl": key[0], **params}, thread_env(key[1])
+        ),
+        lambda rep, key, r: print(size, rep, key, r, flush=True),
+    )
+
+
+def sizes_main(doc, filename, script, measure, size_records, repeats):
+    """The ``main`` of a bench with ``--sizes`` and ``--calls`` whose
+    records come from ``size_records(args, size)``, one size at a time."""
+    parser = paired_parser(doc, filename, ("keras", "torch"), repeats=repeats)
+    parser.add_argument("--sizes", nargs="+", default=["small"])
+    parser.add_argument(
+        "--calls", type=int, default=30, help="timed calls of each part"
+    )
+    args = parse(parser, measure)
+    fields = record_fields(os.path.basename(script))
+    records = []
+    for size in args.sizes:
+        records += size_records(args, size)
+    write_records(args, records, fields)
+
+
+def part_record(samples, threads, part, name, reference_name, **fields):
+    """The ``latency`` record of one part at ``threads`` from
+    :func:`thread_pair_samples`: median ms of keras's ``part`` against
+    torch's (``fields["ref_part"]``, default the same part); at 2 threads
+    with both sides' ``scaling`` (1-thread time / 2-thread time)."""
+    ref_part = fields.pop("ref_part", part)
+
+    def med(impl, t, p):
+        return statistics.median(r["parts_ms"][p] for r in samples[(impl, t)])
+
+    k, ref = med("keras", threads, part), med("torch", threads, ref_part)
+    if threads == 2:
+        fields["scaling"] = round(med("keras", 1, part) / k, 3)
+        fields["reference_scaling"] = round(med("torch", 1, ref_part) / ref, 3)
+    print(f"{name}, {threads} threads: {k:.2f} ms, torch {ref:.2f} ms")
+    return record(
+        "latency",
+        name,
+        "keras",
+        k,
+        "ms",
+        ref,
+        reference_name,
+        digits=2,
+        threads=threads,
+        **fields,
+    )

@@ -189,16 +189,7 @@ def measure(impl, size, calls):
 
 def _size_records(args, size):
     """Runs the children of one size; returns its records."""
-    keys = [(i, t) for t in (1, 2) for i in ("keras", "torch")]
-    params = {"size": size, "calls": args.calls}
-    samples = harness.interleave(
-        keys,
-        args.repeats,
-        lambda key: harness.run_child(
-            __file__, {"impl": key[0], **params}, harness.thread_env(key[1])
-        ),
-        lambda rep, key, r: print(size, rep, key, r, flush=True),
-    )
+    samples = harness.thread_pair_samples(__file__, args, size)
 
     def med(impl, t, group, name):
         return statistics.median(r[group][name] for r in samples[(impl, t)])
@@ -206,29 +197,13 @@ def _size_records(args, size):
     records = []
     for t in (1, 2):
         for part in PARTS:
-            k, ref = (med(i, t, "parts_ms", part) for i in ("keras", "torch"))
-            extra = {}
-            if t == 2:
-                extra = {
-                    "scaling": round(med("keras", 1, "parts_ms", part) / k, 3),
-                    "reference_scaling": round(
-                        med("torch", 1, "parts_ms", part) / ref, 3
-                    ),
-                }
-            print(f"{size} {t} threads {part:10s} keras {k:8.2f} ms")
-            print(f"    torch {ref:8.2f} ms  {extra}")
             records.append(
-                harness.record(
-                    "latency",
+                harness.part_record(
+                    samples,
+                    t,
+                    part,
                     f"scaling_zaremba_{size}_{part}",
-                    "keras",
-                    k,
-                    "ms",
-                    ref,
                     "torch 2.13 CPU, same run",
-                    digits=2,
-                    threads=t,
-                    **extra,
                     **harness.malloc_fields(
                         samples[("keras", t)], samples[("torch", t)]
                     ),
@@ -253,19 +228,9 @@ def _size_records(args, size):
 
 
 def main():
-    parser = harness.paired_parser(
-        __doc__, "scaling.jsonl", ("keras", "torch"), repeats=2
+    harness.sizes_main(
+        __doc__, "scaling.jsonl", __file__, measure, _size_records, repeats=2
     )
-    parser.add_argument("--sizes", nargs="+", default=["small"])
-    parser.add_argument(
-        "--calls", type=int, default=30, help="timed calls of each part"
-    )
-    args = harness.parse(parser, measure)
-    fields = harness.record_fields("scaling.py")
-    records = []
-    for size in args.sizes:
-        records += _size_records(args, size)
-    harness.write_records(args, records, fields)
 
 
 if __name__ == "__main__":

@@ -35,8 +35,6 @@ The sequential and wavefront loops are checked against each other
     python bench/wavefront.py --sizes small --repeats 3
 """
 
-import statistics
-
 import _harness as harness
 
 SIZES = {"small": (200, 20), "medium": (650, 35)}
@@ -219,72 +217,34 @@ def measure(impl, size, calls):
 
 
 def _size_records(args, size):
-    keys = [(i, t) for t in (1, 2) for i in ("keras", "torch")]
-    params = {"size": size, "calls": args.calls}
-    samples = harness.interleave(
-        keys,
-        args.repeats,
-        lambda key: harness.run_child(
-            __file__, {"impl": key[0], **params}, harness.thread_env(key[1])
-        ),
-        lambda rep, key, r: print(size, rep, key, r, flush=True),
-    )
+    samples = harness.thread_pair_samples(__file__, args, size)
 
-    def med(impl, t, part):
-        return statistics.median(
-            r["parts_ms"][part] for r in samples[(impl, t)]
+    return [
+        harness.part_record(
+            samples,
+            t,
+            part,
+            f"wavefront_{size}_{part}",
+            f"torch 2.13 CPU nn.LSTM {_torch_part(part)}, same run",
+            ref_part=_torch_part(part),
+            hidden=SIZES[size][0],
+            steps=SIZES[size][1],
+            batch_size=BATCH,
         )
+        for t in (1, 2)
+        for part in KERAS_PARTS
+    ]
 
-    records = []
-    for t in (1, 2):
-        for part in KERAS_PARTS:
-            ref_part = "fwd_bwd" if part.endswith("fwd_bwd") else "fwd"
-            k, ref = med("keras", t, part), med("torch", t, ref_part)
-            extra = {}
-            if t == 2:
-                extra = {
-                    "scaling": round(med("keras", 1, part) / k, 3),
-                    "reference_scaling": round(
-                        med("torch", 1, ref_part) / ref, 3
-                    ),
-                }
-            print(
-                f"{size} {t} threads {part:20s} {k:8.2f} ms  torch {ref:8.2f}"
-            )
-            records.append(
-                harness.record(
-                    "latency",
-                    f"wavefront_{size}_{part}",
-                    "keras",
-                    k,
-                    "ms",
-                    ref,
-                    f"torch 2.13 CPU nn.LSTM {ref_part}, same run",
-                    digits=2,
-                    threads=t,
-                    hidden=SIZES[size][0],
-                    steps=SIZES[size][1],
-                    batch_size=BATCH,
-                    **extra,
-                )
-            )
-    return records
+
+def _torch_part(part):
+    """The PyTorch part a Keras part is compared with."""
+    return "fwd_bwd" if part.endswith("fwd_bwd") else "fwd"
 
 
 def main():
-    parser = harness.paired_parser(
-        __doc__, "wavefront.jsonl", ("keras", "torch"), repeats=3
+    harness.sizes_main(
+        __doc__, "wavefront.jsonl", __file__, measure, _size_records, repeats=3
     )
-    parser.add_argument("--sizes", nargs="+", default=["small"])
-    parser.add_argument(
-        "--calls", type=int, default=30, help="timed calls of each part"
-    )
-    args = harness.parse(parser, measure)
-    fields = harness.record_fields("wavefront.py")
-    records = []
-    for size in args.sizes:
-        records += _size_records(args, size)
-    harness.write_records(args, records, fields)
 
 
 if __name__ == "__main__":
