@@ -37,7 +37,7 @@ The sequential and wavefront loops are checked against each other
 
 import _harness as harness
 
-SIZES = {"small": (200, 20), "medium": (650, 35)}
+SIZES = {"small": (200, 20), "cpu": (400, 35), "medium": (650, 35)}
 BATCH, VOCAB = 20, 10000
 KERAS_PARTS = (
     "package_fwd",
@@ -46,6 +46,9 @@ KERAS_PARTS = (
     "sequential_fwd_bwd",
     "wavefront_fwd",
     "wavefront_fwd_bwd",
+    "rows_one_loop_fwd",
+    "rows_in_body_fwd",
+    "rows_two_calls_fwd",
 )
 
 
@@ -70,7 +73,7 @@ def _loops(tf, hidden, steps):
 
     def project(x, w, b):
         flat = tf.reshape(x, (-1, hidden)) @ w + b
-        return tf.reshape(flat, (steps, BATCH, 4 * hidden))
+        return tf.reshape(flat, (steps, -1, 4 * hidden))
 
     def bound(n, bounded):
         # TensorFlow's XLA gradient of a while loop needs
@@ -84,6 +87,27 @@ def _loops(tf, hidden, steps):
             return t + 1, h, c, ys.write(t, h)
 
         init = (0, zeros, zeros, tf.TensorArray(tf.float32, steps))
+        out = tf.while_loop(
+            lambda t, *_: t < steps, body, init, **bound(steps, bounded)
+        )
+        return out[-1].stack()
+
+    def rows_in_body(x, parts, bounded=False):
+        """Layer 1 alone, its batch as ``parts`` row blocks stepped side by
+        side in one loop body."""
+        blocks = tf.split(project(x, w1, b1), parts, axis=1)
+        z = tf.zeros((x.shape[1] // parts, hidden))
+
+        def body(t, hs, cs, ys):
+            new = [
+                cell(tf.gather(xw, t) + h @ u1, c)
+                for xw, h, c in zip(blocks, hs, cs)
+            ]
+            hs, cs = tuple(n[0] for n in new), tuple(n[1] for n in new)
+            return t + 1, hs, cs, ys.write(t, tf.concat(hs, 0))
+
+        init = (0, (z,) * parts, (z,) * parts)
+        init += (tf.TensorArray(tf.float32, steps),)
         out = tf.while_loop(
             lambda t, *_: t < steps, body, init, **bound(steps, bounded)
         )
@@ -115,7 +139,7 @@ def _loops(tf, hidden, steps):
         )
         return out[-1].stack()[1:]
 
-    return sequential, wavefront, weights
+    return sequential, wavefront, rows_in_body, weights
 
 
 def measure_keras(size, calls):
@@ -128,7 +152,7 @@ def measure_keras(size, calls):
     hidden, steps = SIZES[size]
     rng = np.random.default_rng(1)
     x = tf.constant(rng.normal(size=(steps, BATCH, hidden)), tf.float32)
-    sequential, wavefront, weights = _loops(tf, hidden, steps)
+    sequential, wavefront, rows_in_body, weights = _loops(tf, hidden, steps)
 
     def fwd(fn):
         return tf.function(fn, jit_compile=True)
@@ -154,6 +178,7 @@ def measure_keras(size, calls):
             out = lay(out, training=training)
         return out
 
+    one_block = fwd(lambda x: rows_in_body(x, 1, bounded=True))
     parts = {
         "package_fwd": tf.function(lambda x: package(x, False)),
         "package_fwd_bwd": fwd_bwd(
@@ -163,7 +188,16 @@ def measure_keras(size, calls):
         "sequential_fwd_bwd": fwd_bwd(sequential, weights),
         "wavefront_fwd": fwd(wavefront),
         "wavefront_fwd_bwd": fwd_bwd(wavefront, weights),
+        "rows_one_loop_fwd": fwd(lambda x: rows_in_body(x, 1)),
+        "rows_in_body_fwd": fwd(lambda x: rows_in_body(x, 2)),
+        # the package's way (loop_parts): one compiled loop per row block,
+        # two calls that TensorFlow's executor runs on its inter-op threads
+        "rows_two_calls_fwd": tf.function(
+            lambda x: tf.concat([one_block(b) for b in tf.split(x, 2, 1)], 1)
+        ),
     }
+    rows = [parts[p](x) for p in KERAS_PARTS if p.startswith("rows_")]
+    assert all(float(tf.reduce_max(tf.abs(r - rows[0]))) < 1e-5 for r in rows)
     seq_g = parts["sequential_fwd_bwd"](x)
     wave_g = parts["wavefront_fwd_bwd"](x)
     out_diff = float(
@@ -205,7 +239,13 @@ def measure_torch(size, calls):
         loss.backward()
         return loss
 
-    parts = {"fwd": fwd, "fwd_bwd": fwd_bwd}
+    lstm1 = nn.LSTM(hidden, hidden)
+
+    def fwd1():
+        with torch.no_grad():
+            return lstm1(x)[0]
+
+    parts = {"fwd": fwd, "fwd_bwd": fwd_bwd, "fwd1": fwd1}
     return {
         "parts_ms": {p: harness.median_ms(f, calls) for p, f in parts.items()}
     }
@@ -238,6 +278,8 @@ def _size_records(args, size):
 
 def _torch_part(part):
     """The PyTorch part a Keras part is compared with."""
+    if part.startswith("rows_"):
+        return "fwd1"
     return "fwd_bwd" if part.endswith("fwd_bwd") else "fwd"
 
 
