@@ -25,6 +25,7 @@ import sys
 from keras_rnnlm.cli.errors import UsageError
 from keras_rnnlm.cli.train import add_command
 from keras_rnnlm.cli.train import options_of
+from keras_rnnlm.export.tensorflow_only import require_tensorflow
 from keras_rnnlm.serving.limits import WARMUP_SECONDS
 from keras_rnnlm.serving.limits import Limits
 
@@ -54,6 +55,7 @@ def _logging(access_path):
 
 
 def _serve(args):
+    require_tensorflow("keras-rnnlm serve")
     from keras_rnnlm.serving.server import Server  # gRPC: only to serve
     from keras_rnnlm.serving.server import serve_forever
 

@@ -69,6 +69,7 @@ import tempfile
 import keras
 import numpy as np
 
+from keras_rnnlm.export.tensorflow_only import require_tensorflow
 from keras_rnnlm.export.warmup import DEFAULT_WARMUP_MAX_LENGTH
 from keras_rnnlm.export.warmup import WARMUP_FILE
 from keras_rnnlm.export.warmup import warmup_lengths
@@ -104,14 +105,7 @@ MAX_TOKENS = 8192
 
 
 def _tf():
-    if keras.backend.backend() != "tensorflow":
-        raise RuntimeError(
-            "SavedModel export needs the TensorFlow backend "
-            "(KERAS_BACKEND=tensorflow)"
-        )
-    import tensorflow as tf  # exports need TensorFlow; JAX installs may lack it
-
-    return tf
+    return require_tensorflow("SavedModel export")
 
 
 def _write_vocab(vocab, path):
