@@ -6,7 +6,6 @@ the end of a text."""
 import re
 
 import numpy as np
-from gensim.parsing.preprocessing import STOPWORDS
 from keras import ops
 
 from keras_rnnlm.layers.cbow_context import CBOWContext
@@ -31,6 +30,9 @@ def is_content_word(token):
     """A token of letters (hyphens and apostrophes allowed inside) that is
     not in gensim's English stop-word list: not punctuation, numbers,
     ``<unk>`` / ``<eos>`` or function words."""
+    # gensim loads only when used (the CLI imports this module)
+    from gensim.parsing.preprocessing import STOPWORDS
+
     return (
         re.fullmatch(r"[^\W\d_]+(?:['-][^\W\d_]+)*", token) is not None
         and token.lower() not in STOPWORDS

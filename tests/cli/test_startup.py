@@ -26,3 +26,14 @@ def test_a_user_setting_is_kept():
     p = run_as_user(["-c", CODE], TF_CPP_MIN_LOG_LEVEL="1")
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["4.0", "1"]
+
+
+def test_the_cli_does_not_load_gensim():
+    # gensim (about half a second) loads only for the commands that use it
+    # (word2vec, context-words, IDF weights); context_words imported its
+    # stop-word list at module level, so every command and recipe paid it.
+    p = run_as_user(
+        ["-c", "import sys, keras_rnnlm.cli; print('gensim' in sys.modules)"]
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["False"]
