@@ -30,8 +30,7 @@ def is_content_word(token):
     """A token of letters (hyphens and apostrophes allowed inside) that is
     not in gensim's English stop-word list: not punctuation, numbers,
     ``<unk>`` / ``<eos>`` or function words."""
-    # gensim loads only when used (the CLI imports this module)
-    from gensim.parsing.preprocessing import STOPWORDS
+    from gensim.parsing.preprocessing import STOPWORDS  # gensim: when used
 
     return (
         re.fullmatch(r"[^\W\d_]+(?:['-][^\W\d_]+)*", token) is not None
