@@ -661,12 +661,14 @@ def sizes_main(doc, filename, script, measure, size_records, repeats):
     write_records(args, records, fields)
 
 
-def part_record(samples, threads, part, name, reference_name, **fields):
+def part_record(
+    samples, threads, part, name, reference_name, ref_part=None, **fields
+):
     """The ``latency`` record of one part at ``threads`` from
     :func:`thread_pair_samples`: median ms of keras's ``part`` against
-    torch's (``fields["ref_part"]``, default the same part); at 2 threads
-    with both sides' ``scaling`` (1-thread time / 2-thread time)."""
-    ref_part = fields.pop("ref_part", part)
+    torch's ``ref_part`` (default: the same part); at 2 threads with both
+    sides' ``scaling`` (1-thread time / 2-thread time)."""
+    ref_part = ref_part or part
 
     def med(impl, t, p):
         return statistics.median(r["parts_ms"][p] for r in samples[(impl, t)])

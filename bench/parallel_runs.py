@@ -8,7 +8,7 @@ them (the device tool keeps such processes while the machine is held):
 
     python bench/parallel_runs.py start --root /tmp/t2 --jobs JOBS
     python bench/parallel_runs.py watch --root /tmp/t2 --seconds 540
-    python bench/parallel_runs.py kill --root /tmp/t2 NAME [NAME ...]
+    python bench/parallel_runs.py kill --root /tmp/t2 [NAME ...]
     python bench/parallel_runs.py pack --root /tmp/t2 --out $OUT/runs.tgz
 
 JOBS has one run a line, ``NAME<space>COMMAND``; each run's output goes
@@ -35,6 +35,7 @@ PACKED = (
     "run/log.csv",
     "run/results.json",
     "run/config.json",
+    "run/run.json",
     "run/best.json",
     "test.txt",
 )
@@ -67,6 +68,15 @@ def start(root, jobs):
         print(f"started {name} (pid {proc.pid}): {command}", flush=True)
 
 
+def _alive(run_dir):
+    """``running``, or ``stopped`` for a run killed before it wrote rc."""
+    try:
+        os.killpg(int((run_dir / "pid").read_text()), 0)
+    except (ProcessLookupError, FileNotFoundError):
+        return "stopped"
+    return "running"
+
+
 def status(run_dir):
     log = run_dir / "run" / "log.csv"
     rows = []
@@ -74,7 +84,7 @@ def status(run_dir):
         with open(log) as f:
             rows = list(csv.DictReader(f))
     rc = run_dir / "rc"
-    state = f"rc {rc.read_text().strip()}" if rc.exists() else "running"
+    state = f"rc {rc.read_text().strip()}" if rc.exists() else _alive(run_dir)
     last = rows[-1] if rows else {}
     val = last.get("val_ppl")
     tail = ""
@@ -100,7 +110,7 @@ def watch(root, seconds, every, report):
     reported = time.time()
     while True:
         dirs = sorted(p for p in root.iterdir() if p.is_dir())
-        done = all((d / "rc").exists() for d in dirs)
+        done = all(_alive(d) == "stopped" for d in dirs)
         last = done or time.time() + every > end
         if last or time.time() - reported >= report:
             reported = time.time()
@@ -113,6 +123,8 @@ def watch(root, seconds, every, report):
 
 
 def kill(root, names):
+    """SIGTERM to the named runs' process groups (no names: every run)."""
+    names = names or sorted(p.name for p in root.iterdir() if p.is_dir())
     for name in names:
         pid = int((root / name / "pid").read_text())
         try:

@@ -19,7 +19,6 @@ import numpy as np
 import tensorflow as tf
 
 from keras_rnnlm.serving.errors import ServingError
-from keras_rnnlm.serving.limits import Limits  # noqa: F401  (re-exported)
 
 
 def _bad(message):

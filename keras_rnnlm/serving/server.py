@@ -68,7 +68,7 @@ class Server:
         batching: merge concurrent requests (see :class:`Engine`).
         max_batch_size, batch_timeout_s, max_enqueued, num_threads: the
             batching options.
-        limits: :class:`~keras_rnnlm.serving.requests.Limits`.
+        limits: :class:`~keras_rnnlm.serving.limits.Limits`.
         poll_seconds: how often to look for a new version (0: never).
         warm_up: warm each loaded version up before serving it (its
             ``assets.extra`` warm-up file, then every time bucket; see
