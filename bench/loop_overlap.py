@@ -179,10 +179,12 @@ def main():
         samples = harness.interleave(
             SETTINGS,
             args.repeats,
-            lambda s: harness.run_child(
+            lambda s, size=size: harness.run_child(
                 __file__, {"size": size, "calls": args.calls}, _env(s)
             ),
-            lambda rep, s, r: print(size, rep, s, r["loops_ms"], flush=True),
+            lambda rep, s, r, size=size: print(
+                size, rep, s, r["loops_ms"], flush=True
+            ),
         )
         records += _report(samples, size)
     harness.write_records(args, records, fields)
