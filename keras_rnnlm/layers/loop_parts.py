@@ -126,7 +126,9 @@ def run_in_parts(fn, parts, args, axes, out_axes):
             an argument every block shares (weights).
         out_axes: per output, the batch axis the blocks' outputs are
             concatenated on, or ``None`` to add them up (a gradient with
-            respect to shared weights).
+            respect to shared weights); or a function of the number of
+            outputs returning those axes (for loops whose output count
+            depends on the cell).
     """
     if parts == 1:
         return fn(*args)
@@ -150,6 +152,8 @@ def run_in_parts(fn, parts, args, axes, out_axes):
 
     blocks = list(zip(*(split(a, ax) for a, ax in zip(args, axes))))
     results = [fn(*block) for block in blocks]
+    if callable(out_axes):
+        out_axes = out_axes(len(results[0]))
     joined = []
     for i, axis in enumerate(out_axes):
         outs = [r[i] for r in results]

@@ -31,6 +31,8 @@ from keras import ops
 
 from keras_rnnlm.layers import recurrence
 from keras_rnnlm.layers.fused_recurrence import custom_gradient
+from keras_rnnlm.layers.loop_parts import loop_parts
+from keras_rnnlm.layers.loop_parts import run_in_parts
 
 
 def block_matmul(m, blocks):
@@ -369,6 +371,27 @@ HAND_WRITTEN = {
 }
 
 
+def _backward_in_parts(backward, parts, n_states):
+    """``backward`` run as ``parts`` concurrent row blocks
+    (:func:`~keras_rnnlm.layers.loop_parts.run_in_parts`). Every reverse
+    loop here takes ``(xs_tm, *states, *weights, saved, d_ys, *d_last)``
+    (time-major, batch-major, shared, time-major, time-major, batch-major)
+    and returns its per-step gradients (time-major) and then the initial
+    states' (batch-major)."""
+
+    def run(*args):
+        n_w = len(args) - 3 - 2 * n_states
+        return run_in_parts(
+            backward,
+            parts,
+            args,
+            (1,) + (0,) * n_states + (None,) * n_w + (1, 1) + (0,) * n_states,
+            lambda n: (1,) * (n - n_states) + (0,) * n_states,
+        )
+
+    return run
+
+
 @functools.cache
 def _compiled_pair(forward, backward):
     return recurrence.compile_loop(forward), recurrence.compile_loop(backward)
@@ -388,18 +411,25 @@ def hand_written_scan(name):
     forward, backward = _compiled_pair(forward_fn, backward_fn)
 
     def run(xs_tm, states, weights):
-        n_s = len(states)
+        n_s, n_w = len(states), len(weights)
+        parts = loop_parts(xs_tm.shape[1], recurrence.step_entries(*weights))
 
         @custom_gradient
         def _run(xs_tm, *flat):
             sg = ops.stop_gradient
-            saved = forward(*(sg(v) for v in (xs_tm, *flat)))
+            saved = run_in_parts(
+                forward,
+                parts,
+                tuple(sg(v) for v in (xs_tm, *flat)),
+                (1,) + (0,) * n_s + (None,) * n_w,
+                lambda n: (1,) * n,  # every saved tensor is time-major
+            )
             last = tuple(s[-1] for s in saved[:n_s])
 
             def grad(upstream):
                 d_ys, *d_last = upstream
                 d_xs, d_states, d_weights = finish(
-                    backward,
+                    _backward_in_parts(backward, parts, n_s),
                     xs_tm,
                     flat[:n_s],
                     flat[n_s:],

@@ -100,8 +100,9 @@ def _tensors(*xs):
     return tuple(tf.identity(x) for x in xs)
 
 
-def _entries(*weights):
-    """Entries of the weight tensors (a step's multiply-adds per row)."""
+def step_entries(*weights):
+    """Entries of the weight tensors (a step's multiply-adds per row, the
+    measure :func:`~keras_rnnlm.layers.loop_parts.loop_parts` takes)."""
     return sum(math.prod(w.shape) for w in weights)
 
 
@@ -264,7 +265,7 @@ def lstm_recurrence(proj, h0, c0, recurrent_kernel, forward_only=False):
         Differentiable with respect to all four arguments.
     """
     forward, backward, forward_only_loop = _compiled()
-    parts = loop_parts(proj.shape[0], _entries(recurrent_kernel))
+    parts = loop_parts(proj.shape[0], step_entries(recurrent_kernel))
     if forward_only:
         h_all, h_t, c_t = run_in_parts(
             forward_only_loop,
@@ -436,7 +437,7 @@ def make_fused_scan(step):
     def run(xs_tm, states, weights, forward_only=False):
         states, weights = tuple(states), tuple(weights)
         n_s = len(states)
-        parts = loop_parts(xs_tm.shape[1], _entries(*weights))
+        parts = loop_parts(xs_tm.shape[1], step_entries(*weights))
         if forward_only:
             ys, *last = run_in_parts(
                 _flat(forward_only_loop),

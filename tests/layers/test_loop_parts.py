@@ -8,6 +8,9 @@ from keras import ops
 
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.layers import loop_parts as lp
+from keras_rnnlm.layers.multiplicative import CELLS
+from keras_rnnlm.layers.multiplicative import MultiplicativeRNN
+from keras_rnnlm.layers.multiplicative_backward import HAND_WRITTEN
 from keras_rnnlm.layers.recurrence import lstm_recurrence
 from keras_rnnlm.layers.recurrence import make_fused_scan
 
@@ -189,3 +192,51 @@ def test_fused_scan_blocks_give_the_whole_batch_results(
     assert calls["3"] > calls["1"]
     for a, b in zip(results["1"], results["3"]):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@tf_only
+@pytest.mark.parametrize("name", sorted(HAND_WRITTEN))
+def test_hand_written_loops_run_as_blocks_with_the_same_results(
+    monkeypatch, name
+):
+    """The multiplicative cells' training loops (forward and hand-written
+    reverse loop) run as row blocks too: the same outputs, states and
+    gradients (inputs, initial states, weights) as one call."""
+    import tensorflow as tf
+    from layer_testing import randomized
+
+    b, t, d = 5, 6, 3
+    layer = randomized(
+        MultiplicativeRNN(
+            CELLS[name](4, intermediate_size=3),
+            return_sequences=True,
+            return_state=True,
+        ),
+        (b, t, d),
+        7,
+    )
+    rng = np.random.default_rng(3)
+    x = tf.constant(rng.normal(size=(b, t, d)).astype("float32"))
+    init = [
+        tf.constant(rng.normal(size=(b, 4)).astype("float32"))
+        for _ in range(CELLS[name].num_states)
+    ]
+
+    def run():
+        with tf.GradientTape() as tape:
+            tape.watch([x, *init])
+            out, *states = layer(x, initial_state=init)
+            loss = tf.reduce_sum(out**2) + sum(
+                (k + 1) * tf.reduce_sum(s**2) for k, s in enumerate(states)
+            )
+        wanted = [x, *init, *layer.trainable_variables]
+        return (out, *states, *tape.gradient(loss, wanted))
+
+    results, calls = {}, {}
+    for parts in ("1", "2"):
+        monkeypatch.setenv(lp.ENV, parts)
+        calls[parts] = _loop_calls(run)
+        results[parts] = tf.function(run)()
+    assert calls["2"] > calls["1"]
+    for a, b_ in zip(results["1"], results["2"]):
+        np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-6)
