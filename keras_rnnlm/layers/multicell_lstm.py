@@ -91,6 +91,8 @@ from keras_rnnlm.layers.fused_recurrence import FUSED_MODES
 from keras_rnnlm.layers.fused_recurrence import FusedRecurrence
 from keras_rnnlm.layers.fused_recurrence import custom_gradient
 from keras_rnnlm.layers.fused_recurrence import value_of
+from keras_rnnlm.layers.loop_parts import loop_parts
+from keras_rnnlm.layers.loop_parts import run_in_parts
 from keras_rnnlm.layers.stateful import TrackedStateMixin
 from keras_rnnlm.layers.stateful import state_snapshot
 
@@ -341,19 +343,30 @@ def multicell_recurrence(xs_tm, h0, c0, weights, spec):
     forward, backward = _compiled_recurrence(spec)
     weights = tuple(weights)
     n_w = len(weights)
+    # concurrent row blocks, as every fused loop (keras_rnnlm.layers.loop_parts)
+    parts = loop_parts(xs_tm.shape[1], recurrence.step_entries(weights[0]))
 
     @custom_gradient
     def _run(xs_tm, h0, c0, *weights):
         sg = ops.stop_gradient
-        h_all, c_all, z_all = forward(
-            sg(xs_tm), sg(h0), sg(c0), tuple(sg(w) for w in weights)
+        h_all, c_all, z_all = run_in_parts(
+            forward,
+            parts,
+            (sg(xs_tm), sg(h0), sg(c0), tuple(sg(w) for w in weights)),
+            (1, 0, 0, None),
+            (1, 1, 1),
         )
         h_t, c_t = h_all[-1], c_all[-1]
 
         def grad(upstream):
             d_out, d_ht, d_ct = upstream
-            dz_all, dh0, dc0, dw = backward(
-                xs_tm, h0, c0, weights, h_all, c_all, z_all, d_out, d_ht, d_ct
+            dz_all, dh0, dc0, dw = run_in_parts(
+                backward,
+                parts,
+                (xs_tm, h0, c0, weights, h_all, c_all, z_all)
+                + (d_out, d_ht, d_ct),
+                (1, 0, 0, None, 1, 1, 1, 1, 0, 0),
+                (1, 0, 0, None),  # the cell weights' gradient: summed
             )
             units = h0.shape[-1]
             h_prev = recurrence.shift_in(h0, h_all)

@@ -5,9 +5,12 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import randomized
 
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.layers import loop_parts as lp
+from keras_rnnlm.layers.multicell_lstm import STRATEGIES
+from keras_rnnlm.layers.multicell_lstm import MultiCellLSTM
 from keras_rnnlm.layers.multiplicative import CELLS
 from keras_rnnlm.layers.multiplicative import MultiplicativeRNN
 from keras_rnnlm.layers.multiplicative_backward import HAND_WRITTEN
@@ -194,38 +197,16 @@ def test_fused_scan_blocks_give_the_whole_batch_results(
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-@tf_only
-@pytest.mark.parametrize("name", sorted(HAND_WRITTEN))
-def test_hand_written_loops_run_as_blocks_with_the_same_results(
-    monkeypatch, name
-):
-    """The multiplicative cells' training loops (forward and hand-written
-    reverse loop) run as row blocks too: the same outputs, states and
-    gradients (inputs, initial states, weights) as one call."""
+def _assert_blocks_match(monkeypatch, layer, x, init):
+    """``layer``'s outputs, states and gradients (inputs, initial states,
+    weights) in a graph: the same with its training loops as two row
+    blocks as with one call, and the graph has more loop calls."""
     import tensorflow as tf
-    from layer_testing import randomized
-
-    b, t, d = 5, 6, 3
-    layer = randomized(
-        MultiplicativeRNN(
-            CELLS[name](4, intermediate_size=3),
-            return_sequences=True,
-            return_state=True,
-        ),
-        (b, t, d),
-        7,
-    )
-    rng = np.random.default_rng(3)
-    x = tf.constant(rng.normal(size=(b, t, d)).astype("float32"))
-    init = [
-        tf.constant(rng.normal(size=(b, 4)).astype("float32"))
-        for _ in range(CELLS[name].num_states)
-    ]
 
     def run():
         with tf.GradientTape() as tape:
             tape.watch([x, *init])
-            out, *states = layer(x, initial_state=init)
+            out, *states = layer(x, initial_state=init, training=True)
             loss = tf.reduce_sum(out**2) + sum(
                 (k + 1) * tf.reduce_sum(s**2) for k, s in enumerate(states)
             )
@@ -238,5 +219,60 @@ def test_hand_written_loops_run_as_blocks_with_the_same_results(
         calls[parts] = _loop_calls(run)
         results[parts] = tf.function(run)()
     assert calls["2"] > calls["1"]
-    for a, b_ in zip(results["1"], results["2"]):
-        np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-6)
+    for a, b in zip(results["1"], results["2"]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def _random_inputs(shapes, seed):
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+    return [tf.constant(rng.normal(size=s).astype("float32")) for s in shapes]
+
+
+@tf_only
+@pytest.mark.parametrize("name", sorted(HAND_WRITTEN))
+def test_hand_written_loops_run_as_blocks_with_the_same_results(
+    monkeypatch, name
+):
+    """The multiplicative cells' training loops (forward and hand-written
+    reverse loop) run as row blocks too."""
+    b, t, d = 5, 6, 3
+    layer = randomized(
+        MultiplicativeRNN(
+            CELLS[name](4, intermediate_size=3),
+            return_sequences=True,
+            return_state=True,
+        ),
+        (b, t, d),
+        7,
+    )
+    x, *init = _random_inputs(
+        [(b, t, d)] + [(b, 4)] * CELLS[name].num_states, 3
+    )
+    _assert_blocks_match(monkeypatch, layer, x, init)
+
+
+@tf_only
+@pytest.mark.parametrize(
+    "strategy", [s for s in STRATEGIES if s != "random"]
+)  # random draws new noise on every call
+def test_multicell_loops_run_as_blocks_with_the_same_results(
+    monkeypatch, strategy
+):
+    """The multi-cell LSTM's training loops run as row blocks too (the
+    learnable cell weights' gradient added over the blocks)."""
+    b, t, d, units, cells = 5, 6, 3, 4, 3
+    layer = randomized(
+        MultiCellLSTM(
+            units,
+            num_cells=cells,
+            strategy=strategy,
+            return_sequences=True,
+            return_state=True,
+        ),
+        (b, t, d),
+        7,
+    )
+    x, h0, c0 = _random_inputs([(b, t, d), (b, units), (b, cells * units)], 4)
+    _assert_blocks_match(monkeypatch, layer, x, [h0, c0])
