@@ -91,8 +91,11 @@ from keras_rnnlm.layers.fused_recurrence import FUSED_MODES
 from keras_rnnlm.layers.fused_recurrence import FusedRecurrence
 from keras_rnnlm.layers.fused_recurrence import custom_gradient
 from keras_rnnlm.layers.fused_recurrence import value_of
+from keras_rnnlm.layers.loop_parts import Keep
+from keras_rnnlm.layers.loop_parts import last_step
 from keras_rnnlm.layers.loop_parts import loop_parts
 from keras_rnnlm.layers.loop_parts import run_in_parts
+from keras_rnnlm.layers.loop_parts import split_blocks
 from keras_rnnlm.layers.stateful import TrackedStateMixin
 from keras_rnnlm.layers.stateful import state_snapshot
 
@@ -349,21 +352,25 @@ def multicell_recurrence(xs_tm, h0, c0, weights, spec):
     @custom_gradient
     def _run(xs_tm, h0, c0, *weights):
         sg = ops.stop_gradient
+        # the inputs are split once for both loops; the cells and the gate
+        # pre-activations stay as row blocks (only the reverse loop reads
+        # them)
+        xs_blocks = split_blocks(sg(xs_tm), parts, 1)
         h_all, c_all, z_all = run_in_parts(
             forward,
             parts,
-            (sg(xs_tm), sg(h0), sg(c0), tuple(sg(w) for w in weights)),
+            (xs_blocks, sg(h0), sg(c0), tuple(sg(w) for w in weights)),
             (1, 0, 0, None),
-            (1, 1, 1),
+            (1, Keep(1), Keep(1)),
         )
-        h_t, c_t = h_all[-1], c_all[-1]
+        h_t, c_t = h_all[-1], last_step(c_all)
 
         def grad(upstream):
             d_out, d_ht, d_ct = upstream
             dz_all, dh0, dc0, dw = run_in_parts(
                 backward,
                 parts,
-                (xs_tm, h0, c0, weights, h_all, c_all, z_all)
+                (xs_blocks, h0, c0, weights, h_all, c_all, z_all)
                 + (d_out, d_ht, d_ct),
                 (1, 0, 0, None, 1, 1, 1, 1, 0, 0),
                 (1, 0, 0, None),  # the cell weights' gradient: summed

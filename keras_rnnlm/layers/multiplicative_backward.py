@@ -31,8 +31,11 @@ from keras import ops
 
 from keras_rnnlm.layers import recurrence
 from keras_rnnlm.layers.fused_recurrence import custom_gradient
+from keras_rnnlm.layers.loop_parts import Keep
+from keras_rnnlm.layers.loop_parts import last_step
 from keras_rnnlm.layers.loop_parts import loop_parts
 from keras_rnnlm.layers.loop_parts import run_in_parts
+from keras_rnnlm.layers.loop_parts import split_blocks
 
 
 def block_matmul(m, blocks):
@@ -392,6 +395,18 @@ def _backward_in_parts(backward, parts, n_states):
     return run
 
 
+#: Per cell, the forward loop's saved tensors (by position) that only the
+#: reverse loop reads, not the finish: they stay as row blocks between the
+#: two loops (see :class:`~keras_rnnlm.layers.loop_parts.Blocks`).
+REVERSE_ONLY = {
+    "mrnn": (),
+    "mlstm": (1, 2),  # c_all, gates_all
+    "tmlstm": (1, 2),
+    "mgru": (4,),  # u_all
+    "tmgru": (6,),  # u_all
+}
+
+
 @functools.cache
 def _compiled_pair(forward, backward):
     return recurrence.compile_loop(forward), recurrence.compile_loop(backward)
@@ -417,20 +432,26 @@ def hand_written_scan(name):
         @custom_gradient
         def _run(xs_tm, *flat):
             sg = ops.stop_gradient
+            # the inputs are split once for both loops, and what only the
+            # reverse loop reads stays as row blocks (every saved tensor is
+            # time-major)
+            xs_blocks = split_blocks(sg(xs_tm), parts, 1)
             saved = run_in_parts(
                 forward,
                 parts,
-                tuple(sg(v) for v in (xs_tm, *flat)),
+                (xs_blocks, *(sg(v) for v in flat)),
                 (1,) + (0,) * n_s + (None,) * n_w,
-                lambda n: (1,) * n,  # every saved tensor is time-major
+                lambda n: tuple(
+                    Keep(1) if i in REVERSE_ONLY[name] else 1 for i in range(n)
+                ),
             )
-            last = tuple(s[-1] for s in saved[:n_s])
+            last = tuple(last_step(s) for s in saved[:n_s])
 
             def grad(upstream):
                 d_ys, *d_last = upstream
                 d_xs, d_states, d_weights = finish(
                     _backward_in_parts(backward, parts, n_s),
-                    xs_tm,
+                    xs_blocks,
                     flat[:n_s],
                     flat[n_s:],
                     saved,

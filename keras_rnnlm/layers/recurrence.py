@@ -30,8 +30,11 @@ from keras import backend
 from keras import ops
 
 from keras_rnnlm.layers.fused_recurrence import custom_gradient
+from keras_rnnlm.layers.loop_parts import Keep
+from keras_rnnlm.layers.loop_parts import last_step
 from keras_rnnlm.layers.loop_parts import loop_parts
 from keras_rnnlm.layers.loop_parts import run_in_parts
+from keras_rnnlm.layers.loop_parts import split_blocks
 
 
 def compile_loop(fn):
@@ -283,15 +286,17 @@ def lstm_recurrence(proj, h0, c0, recurrent_kernel, forward_only=False):
         # differentiable variant of the XLA function).
         sg = ops.stop_gradient
         proj_tm = _time_major(proj)
+        # the cell states and gates stay as row blocks: only the reverse
+        # loop reads them, block by block
         h_all, c_all, gates_all = run_in_parts(
             forward,
             parts,
             (sg(proj_tm), sg(h0), sg(c0), sg(recurrent_kernel)),
             (1, 0, 0, None),
-            (1, 1, 1),
+            (1, Keep(1), Keep(1)),
         )
         outputs = _time_major(h_all)
-        h_t, c_t = h_all[-1], c_all[-1]
+        h_t, c_t = h_all[-1], last_step(c_all)
 
         def grad(upstream):
             d_out, d_ht, d_ct = upstream
@@ -456,22 +461,25 @@ def make_fused_scan(step):
         def _run(xs_tm, *flat):
             st, w = flat[:n_s], flat[n_s:]
             sg = ops.stop_gradient
+            # the inputs are split once for both loops, and the per-step
+            # states that only the reverse loop reads stay as row blocks
+            xs_blocks = split_blocks(sg(xs_tm), parts, 1)
             ys, *states_all = run_in_parts(
                 _flat(forward),
                 parts,
-                (sg(xs_tm), tuple(sg(s) for s in st), tuple(sg(v) for v in w)),
+                (xs_blocks, tuple(sg(s) for s in st), tuple(sg(v) for v in w)),
                 (1, 0, None),
-                (1,) * (1 + n_s),
+                (1,) + (Keep(1),) * n_s,
             )
             states_all = tuple(states_all)
-            last = tuple(s[-1] for s in states_all)
+            last = tuple(last_step(s) for s in states_all)
 
             def grad(upstream):
                 d_ys, *d_last = upstream
                 return run_in_parts(
                     _flat(backward),
                     parts,
-                    (xs_tm, st, w, states_all, d_ys, tuple(d_last)),
+                    (xs_blocks, st, w, states_all, d_ys, tuple(d_last)),
                     (1, 0, None, 1, 1, 0),
                     (1,) + (0,) * n_s + (None,) * len(w),
                 )

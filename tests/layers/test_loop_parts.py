@@ -105,6 +105,37 @@ def test_run_in_parts_splits_joins_and_sums():
     np.testing.assert_array_equal(whole[0], out[0])
 
 
+@tf_only
+def test_kept_blocks_go_to_the_next_call_without_joining():
+    """An output kept as row blocks (``Keep``) is handed to a later call
+    block by block; inputs split once (``split_blocks``) likewise."""
+    seq = np.arange(3 * 5 * 2, dtype="float32").reshape(3, 5, 2)  # (T, B, F)
+    seen = []
+
+    def forward(xs):
+        seen.append(xs.shape[1])
+        return xs * 2.0, xs + 1.0
+
+    xs = lp.split_blocks(seq, 2, 1)
+    assert [b.shape[1] for b in xs.blocks] == [3, 2]
+    doubled, kept = lp.run_in_parts(forward, 2, (xs,), (1,), (1, lp.Keep(1)))
+    np.testing.assert_array_equal(doubled, seq * 2.0)
+    assert isinstance(kept, lp.Blocks) and len(kept.blocks) == 2
+    np.testing.assert_array_equal(lp.last_step(kept), seq[-1] + 1.0)
+
+    def backward(xs, kept, h):
+        return (xs + kept + h[None],)
+
+    h = np.ones((5, 2), "float32")
+    (out,) = lp.run_in_parts(backward, 2, (xs, kept, h), (1, 1, 0), (1,))
+    np.testing.assert_array_equal(out, 2 * seq + 2.0)
+    with pytest.raises(ValueError, match="2 kept blocks given to 3 parts"):
+        lp.run_in_parts(backward, 3, (seq, kept, h), (1, 1, 0), (1,))
+    # one part: the tensor itself, and last_step of a tensor is x[-1]
+    assert lp.split_blocks(seq, 1, 1) is seq
+    np.testing.assert_array_equal(lp.last_step(seq), seq[-1])
+
+
 def _loop_calls(fn):
     """The compiled-loop calls in ``fn``'s graph (and its gradient's)."""
     import tensorflow as tf
