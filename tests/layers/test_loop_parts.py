@@ -149,6 +149,22 @@ def _loop_calls(fn):
     return len(calls)
 
 
+def _assert_split_matches_whole(monkeypatch, run, parts="2"):
+    """``run`` traced with its loops whole and as ``parts`` row blocks
+    (``KERAS_RNNLM_LOOP_PARTS``, read when a step is traced): more loop
+    calls in the graph, the same results."""
+    import tensorflow as tf
+
+    results, calls = {}, {}
+    for n in ("1", parts):
+        monkeypatch.setenv(lp.ENV, n)
+        calls[n] = _loop_calls(run)
+        results[n] = tf.function(run)()
+    assert calls[parts] > calls["1"]
+    for a, b in zip(results["1"], results[parts]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 def _lstm_run(proj, h0, c0, rk, forward_only):
     import tensorflow as tf
 
@@ -177,16 +193,8 @@ def test_lstm_blocks_give_the_whole_batch_results(monkeypatch, forward_only):
         tf.constant(rng.normal(size=s).astype("float32"))
         for s in [(b, t, 4 * h), (b, h), (b, h), (h, 4 * h)]
     ]
-    results, calls = {}, {}
-    for parts in ("1", "2"):
-        monkeypatch.setenv(lp.ENV, parts)
-        run = _lstm_run(*args, forward_only)
-        calls[parts] = _loop_calls(run)
-        results[parts] = tf.function(run)()
     # forward (+ backward) loops: one call each, or one per block
-    assert calls["2"] > calls["1"]
-    for a, b_ in zip(results["1"], results["2"]):
-        np.testing.assert_allclose(a, b_, rtol=1e-5, atol=1e-6)
+    _assert_split_matches_whole(monkeypatch, _lstm_run(*args, forward_only))
 
 
 @tf_only
@@ -218,14 +226,7 @@ def test_fused_scan_blocks_give_the_whole_batch_results(
             return ys, h_t
         return (ys, h_t, *tape.gradient(loss, [xs, h0, u]))
 
-    results, calls = {}, {}
-    for parts in ("1", "3"):
-        monkeypatch.setenv(lp.ENV, parts)
-        calls[parts] = _loop_calls(run)
-        results[parts] = tf.function(run)()
-    assert calls["3"] > calls["1"]
-    for a, b in zip(results["1"], results["3"]):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    _assert_split_matches_whole(monkeypatch, run, parts="3")
 
 
 def _assert_blocks_match(monkeypatch, layer, x, init):
@@ -244,14 +245,7 @@ def _assert_blocks_match(monkeypatch, layer, x, init):
         wanted = [x, *init, *layer.trainable_variables]
         return (out, *states, *tape.gradient(loss, wanted))
 
-    results, calls = {}, {}
-    for parts in ("1", "2"):
-        monkeypatch.setenv(lp.ENV, parts)
-        calls[parts] = _loop_calls(run)
-        results[parts] = tf.function(run)()
-    assert calls["2"] > calls["1"]
-    for a, b in zip(results["1"], results["2"]):
-        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    _assert_split_matches_whole(monkeypatch, run)
 
 
 def _random_inputs(shapes, seed):
