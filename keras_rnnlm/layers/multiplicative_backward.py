@@ -363,14 +363,19 @@ def _tmgru_finish(backward, xs_tm, states, weights, saved, d_ys, d_last):
     return d_xs, (dh0,), d_weights
 
 
-#: ``cell name -> (forward loop, reverse loop, finish)``; the names are
-#: those of :data:`keras_rnnlm.layers.multiplicative.CELLS`.
+#: ``cell name -> (forward loop, reverse loop, finish, reverse-only)``; the
+#: names are those of :data:`keras_rnnlm.layers.multiplicative.CELLS`.
+#: *reverse-only*: the positions of the forward loop's saved tensors that
+#: only the reverse loop reads, not the finish; they stay as row blocks
+#: between the two loops (see :class:`~keras_rnnlm.layers.loop_parts.Blocks`).
 HAND_WRITTEN = {
-    "mrnn": (_mrnn_forward, _mrnn_backward, _mrnn_finish),
-    "mlstm": (_mlstm_forward, _mlstm_backward, _mlstm_finish),
-    "tmlstm": (_mlstm_forward, _mlstm_backward, _mlstm_finish),
-    "mgru": (_mgru_forward, _mgru_backward, _mgru_finish),
-    "tmgru": (_tmgru_forward, _tmgru_backward, _tmgru_finish),
+    "mrnn": (_mrnn_forward, _mrnn_backward, _mrnn_finish, ()),
+    # c_all, gates_all
+    "mlstm": (_mlstm_forward, _mlstm_backward, _mlstm_finish, (1, 2)),
+    "tmlstm": (_mlstm_forward, _mlstm_backward, _mlstm_finish, (1, 2)),
+    # u_all
+    "mgru": (_mgru_forward, _mgru_backward, _mgru_finish, (4,)),
+    "tmgru": (_tmgru_forward, _tmgru_backward, _tmgru_finish, (6,)),
 }
 
 
@@ -395,18 +400,6 @@ def _backward_in_parts(backward, parts, n_states):
     return run
 
 
-#: Per cell, the forward loop's saved tensors (by position) that only the
-#: reverse loop reads, not the finish: they stay as row blocks between the
-#: two loops (see :class:`~keras_rnnlm.layers.loop_parts.Blocks`).
-REVERSE_ONLY = {
-    "mrnn": (),
-    "mlstm": (1, 2),  # c_all, gates_all
-    "tmlstm": (1, 2),
-    "mgru": (4,),  # u_all
-    "tmgru": (6,),  # u_all
-}
-
-
 @functools.cache
 def _compiled_pair(forward, backward):
     return recurrence.compile_loop(forward), recurrence.compile_loop(backward)
@@ -422,7 +415,7 @@ def hand_written_scan(name):
     :meth:`~keras_rnnlm.layers.multiplicative.MultiplicativeCell.step`
     takes them.
     """
-    forward_fn, backward_fn, finish = HAND_WRITTEN[name]
+    forward_fn, backward_fn, finish, reverse_only = HAND_WRITTEN[name]
     forward, backward = _compiled_pair(forward_fn, backward_fn)
 
     def run(xs_tm, states, weights):
@@ -442,7 +435,7 @@ def hand_written_scan(name):
                 (xs_blocks, *(sg(v) for v in flat)),
                 (1,) + (0,) * n_s + (None,) * n_w,
                 lambda n: tuple(
-                    Keep(1) if i in REVERSE_ONLY[name] else 1 for i in range(n)
+                    Keep(1) if i in reverse_only else 1 for i in range(n)
                 ),
             )
             last = tuple(last_step(s) for s in saved[:n_s])

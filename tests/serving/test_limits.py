@@ -8,9 +8,8 @@ import pytest
 
 from keras_rnnlm.serving.limits import WARMUP_SECONDS
 from keras_rnnlm.serving.limits import Limits
+from tests.user_process import REPO
 from tests.user_process import run_without_tensorflow
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 
 
 def test_defaults_are_the_documented_ones():
