@@ -403,7 +403,7 @@ def keras_rates(model, train, test, batch, warm=2, train_passes=1):
     loops forward-only (as the package's Evaluator does) and is the median
     of :data:`EVAL_PASSES` passes.
     """
-    from keras_rnnlm.layers.recurrence import set_forward_only
+    from keras_rnnlm.loops.recurrence import set_forward_only
 
     def infer(*data):
         if len(data) == 1:

@@ -15,7 +15,7 @@ subprocess with ``--threads`` intra-op threads:
   for the whole window, the time loop; gradients to its input and
   weights); MMLSTM layers are both branches;
 * ``loop_i`` (Keras only): the fused LSTM time loop of layer ``i`` alone
-  (``keras_rnnlm.layers.recurrence.lstm_recurrence``, XLA forward and
+  (``keras_rnnlm.loops.recurrence.lstm_recurrence``, XLA forward and
   hand-written backward loops; for MMLSTM the two branches' loops);
 * ``head``: last locked dropout + AR/TAR + output head (tied decoder or
   MoS latents/prior + tied decoder + mixture) + token cross-entropy;
@@ -58,7 +58,7 @@ def profile_keras(name, preset, repeats):
     import tensorflow as tf
     from keras import ops
 
-    from keras_rnnlm.layers.recurrence import lstm_recurrence
+    from keras_rnnlm.loops.recurrence import lstm_recurrence
     from keras_rnnlm.models import build_language_model
     from keras_rnnlm.training import compile_model
 

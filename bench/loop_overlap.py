@@ -1,7 +1,7 @@
 """Do the row blocks of a compiled loop run at the same time? Per pool setting.
 
 The package runs each fused recurrent loop as concurrent row blocks
-(``keras_rnnlm.layers.loop_parts``): one XLA-compiled call per block, which
+(``keras_rnnlm.loops.loop_parts``): one XLA-compiled call per block, which
 TensorFlow's executor starts on its inter-op threads. This bench asks
 whether the blocks overlap, and what TensorFlow's intra-op pool does to
 that, on the Zaremba LSTM's loops (2 layers' worth of forward and backward
@@ -49,8 +49,8 @@ def _loop_parts_ms(size, calls):
     import numpy as np
     import tensorflow as tf
 
-    from keras_rnnlm.layers import recurrence
-    from keras_rnnlm.layers.loop_parts import run_in_parts
+    from keras_rnnlm.loops import recurrence
+    from keras_rnnlm.loops.loop_parts import run_in_parts
 
     batch, units, steps = SIZES[size]
     forward, backward, _ = recurrence._compiled()

@@ -5,7 +5,7 @@
 
 Builds the preset's model twice in one process, once with the loops split
 into row blocks turned off (``KERAS_RNNLM_LOOP_PARTS=1``) and once with the
-package's choice (``keras_rnnlm.layers.loop_parts``; the variable is read
+package's choice (``keras_rnnlm.loops.loop_parts``; the variable is read
 when a step is traced), and times, interleaved over ``--rounds`` rounds of
 ``--calls`` calls each (medians reported):
 
@@ -32,7 +32,7 @@ ENV = "KERAS_RNNLM_LOOP_PARTS"
 
 
 def _build(config, vocab, batch, forward_only):
-    from keras_rnnlm.layers.recurrence import set_forward_only
+    from keras_rnnlm.loops.recurrence import set_forward_only
     from keras_rnnlm.models import build_language_model
     from keras_rnnlm.training import compile_model
 
@@ -60,7 +60,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     harness.set_threads(args.threads)
 
-    from keras_rnnlm.layers.loop_parts import inter_op_threads
+    from keras_rnnlm.loops.loop_parts import inter_op_threads
     from keras_rnnlm.recipe import config_from_preset
     from keras_rnnlm.recipe import load_recipe
 

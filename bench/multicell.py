@@ -8,7 +8,7 @@ and evaluated on random tokens, with its recurrent layers as:
 * ``fused``: the package's :class:`MultiCellLSTM` (input projection
   hoisted, compiled loop, hand-written compiled backward loop);
 * ``autodiff``: the same compiled forward loop, differentiated by
-  :func:`keras_rnnlm.layers.recurrence.make_fused_scan` (``fused=
+  :func:`keras_rnnlm.loops.recurrence.make_fused_scan` (``fused=
   "autodiff"``: per-step recomputed vector-Jacobian products);
 * ``naive``: the same cell in Keras's per-step ``keras.layers.RNN`` loop
   (``fused=False``);

@@ -90,7 +90,7 @@ def forward_flops(key, batch=2):
     import jax
     import numpy as np
 
-    from keras_rnnlm.layers.recurrence import set_forward_only
+    from keras_rnnlm.loops.recurrence import set_forward_only
     from keras_rnnlm.models import build_language_model
 
     cfg, vocab = _config(key)

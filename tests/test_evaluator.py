@@ -68,7 +68,7 @@ def test_auto_jit_compile_follows_the_loop_split(monkeypatch):
     import keras
 
     from keras_rnnlm.evaluator import eval_jit_compile
-    from keras_rnnlm.layers import loop_parts
+    from keras_rnnlm.loops import loop_parts
 
     assert eval_jit_compile(False, 1) is False
     assert eval_jit_compile(True, 10) is True
@@ -121,7 +121,7 @@ def test_auto_steps_per_execution_follows_the_xla_step(monkeypatch):
 
     from keras_rnnlm.evaluator import STEPS_PER_EXECUTION
     from keras_rnnlm.evaluator import eval_steps_per_execution
-    from keras_rnnlm.layers import loop_parts
+    from keras_rnnlm.loops import loop_parts
 
     assert eval_steps_per_execution(4, "auto", 1) == 4
     if keras.backend.backend() != "tensorflow":

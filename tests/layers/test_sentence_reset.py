@@ -176,7 +176,7 @@ def _check_trains_with_a_reset_mask(layer, units, seed):
 
 
 def _keras_layers():
-    from keras_rnnlm.layers import stateful
+    from keras_rnnlm.layers import keras_recurrent as stateful
 
     return {
         "keras_lstm": stateful.KerasLSTM,

@@ -31,7 +31,7 @@ def test_the_serving_package_reexports_the_same_limits():
 
 @pytest.mark.parametrize(
     "script",
-    ["recipes/cbow_wt2.py", "keras_rnnlm/cli/__main__.py"],
+    ["recipes/cbow_wt2.py", "src/keras_rnnlm/cli/__main__.py"],
 )
 def test_recipes_and_the_cli_start_without_tensorflow(tmp_path, script):
     # Before serving.limits, the CLI's `serve` options imported the

@@ -12,7 +12,7 @@ Keras 3's distribution API, the engine Keras supports for this on JAX:
   replicated; the gradient of the mean loss is all-reduced by the
   compiled step (XLA's SPMD partitioner inserts the collectives);
 * the carried recurrent state (the ``rnn_state`` / ``cbow_state``
-  variables of :mod:`keras_rnnlm.layers.stateful` and the CBOW context
+  variables of :mod:`keras_rnnlm.loops.state` and the CBOW context
   layer) is *batch-sharded* like the streams it belongs to: each device
   keeps only its own streams' state, and no state crosses devices. This
   is a ``keras.distribution.LayoutMap`` entry (``("batch",)`` for the

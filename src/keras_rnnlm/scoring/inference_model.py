@@ -47,7 +47,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_rnnlm.layers.recurrence import set_forward_only
+from keras_rnnlm.loops.recurrence import set_forward_only
 
 # is_recurrent_layer: also keras_rnnlm.scoring.is_recurrent_layer.
 from keras_rnnlm.models.state import is_recurrent_layer  # noqa: F401

@@ -59,7 +59,7 @@ matrix product before the time loop, and the **recurrent step**
 (:meth:`MultiplicativeCell.step`), the only work done per time step, in a
 loop compiled with XLA on TensorFlow (part of the jitted step on JAX).
 On TensorFlow that loop trains with the cell's hand-written backward pass
-(:mod:`keras_rnnlm.layers.multiplicative_backward`). The cells also work
+(:mod:`keras_rnnlm.loops.multiplicative_backward`). The cells also work
 one step at a time inside a plain ``keras.layers.RNN`` (the "naive" path),
 with identical results. Parameter counts and the hidden size for a
 parameter budget: :func:`keras_rnnlm.models.params.cell_params`,
@@ -72,13 +72,13 @@ import keras
 from keras import initializers
 from keras import ops
 
-from keras_rnnlm.layers import recurrence
-from keras_rnnlm.layers.fused_recurrence import FusedRecurrence
-from keras_rnnlm.layers.fused_recurrence import value_of
-from keras_rnnlm.layers.multiplicative_backward import block_matmul
-from keras_rnnlm.layers.multiplicative_backward import hand_written_scan
-from keras_rnnlm.layers.stateful import TrackedStateMixin
-from keras_rnnlm.layers.stateful import state_snapshot
+from keras_rnnlm.loops import recurrence
+from keras_rnnlm.loops.fused_recurrence import FusedRecurrence
+from keras_rnnlm.loops.fused_recurrence import value_of
+from keras_rnnlm.loops.multiplicative_backward import block_matmul
+from keras_rnnlm.loops.multiplicative_backward import hand_written_scan
+from keras_rnnlm.loops.state import TrackedStateMixin
+from keras_rnnlm.loops.state import state_snapshot
 
 
 class MultiplicativeCell(keras.layers.Layer):
@@ -460,7 +460,7 @@ CELLS = {
 
 
 #: The cells with a hand-written backward pass on TensorFlow
-#: (:mod:`keras_rnnlm.layers.multiplicative_backward`), by exact class: a
+#: (:mod:`keras_rnnlm.loops.multiplicative_backward`), by exact class: a
 #: user's subclass gets the generic recomputing one.
 _HAND_WRITTEN = {cls: name for name, cls in CELLS.items()}
 
@@ -526,7 +526,7 @@ class MultiplicativeRNN(FusedRecurrence, TrackedStateMixin, keras.layers.RNN):
         fused: ``"auto"`` (default): the fast path when possible;
             ``True``: the fast path or a ``ValueError``; ``False``: the
             naive per-step loop. See
-            :class:`~keras_rnnlm.layers.fused_recurrence.FusedRecurrence`.
+            :class:`~keras_rnnlm.loops.fused_recurrence.FusedRecurrence`.
         **kwargs: every ``keras.layers.RNN`` argument
             (``return_sequences``, ``return_state``, ``stateful``, ...).
 
@@ -568,7 +568,7 @@ class MultiplicativeRNN(FusedRecurrence, TrackedStateMixin, keras.layers.RNN):
     def reset_inner_loop(self, sequences, initial_state, reset, training):
         """The cell's steps over the projected inputs with the state zeroed
         where ``reset`` (batch, time) is 1
-        (:func:`~keras_rnnlm.layers.recurrence.reset_recurrence`, a
+        (:func:`~keras_rnnlm.loops.recurrence.reset_recurrence`, a
         per-step loop differentiated by autodiff: the hand-written backward
         passes take no mask)."""
         cell = self.cell

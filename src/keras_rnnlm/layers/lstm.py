@@ -12,12 +12,12 @@ import keras
 from keras import activations
 from keras import ops
 
-from keras_rnnlm.layers.fused_recurrence import FusedRecurrence
-from keras_rnnlm.layers.fused_recurrence import value_of
-from keras_rnnlm.layers.recurrence import lstm_recurrence
-from keras_rnnlm.layers.recurrence import lstm_reset_recurrence
-from keras_rnnlm.layers.stateful import TrackedStateMixin
-from keras_rnnlm.layers.stateful import state_snapshot
+from keras_rnnlm.loops.fused_recurrence import FusedRecurrence
+from keras_rnnlm.loops.fused_recurrence import value_of
+from keras_rnnlm.loops.recurrence import lstm_recurrence
+from keras_rnnlm.loops.recurrence import lstm_reset_recurrence
+from keras_rnnlm.loops.state import TrackedStateMixin
+from keras_rnnlm.loops.state import state_snapshot
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
@@ -32,7 +32,7 @@ class LSTM(FusedRecurrence, TrackedStateMixin, keras.layers.LSTM):
     * the loop (only ``h @ recurrent_kernel`` and the gates) is compiled
       (XLA on TensorFlow, part of the jitted step on JAX) and has a
       hand-written backward pass
-      (:func:`keras_rnnlm.layers.recurrence.lstm_recurrence`).
+      (:func:`keras_rnnlm.loops.recurrence.lstm_recurrence`).
 
     The fast path needs the standard activations (tanh / sigmoid), no
     ``dropout`` / ``recurrent_dropout`` (use the package's locked dropout and
@@ -49,7 +49,7 @@ class LSTM(FusedRecurrence, TrackedStateMixin, keras.layers.LSTM):
     (zero) value before reading ``x[:, t]`` where ``r[:, t] = 1`` (the
     carried state included, at ``t = 0``). A call with a reset mask runs a
     per-step loop differentiated by autodiff
-    (:func:`~keras_rnnlm.layers.recurrence.lstm_reset_recurrence` over the
+    (:func:`~keras_rnnlm.loops.recurrence.lstm_reset_recurrence` over the
     hoisted input projection, with the call's recurrent kernel,
     weight-dropped or not), not the fused loop with its hand-written
     backward pass; a call without one is unchanged.
@@ -61,7 +61,7 @@ class LSTM(FusedRecurrence, TrackedStateMixin, keras.layers.LSTM):
             fast path, a ``ValueError`` if the configuration does not allow
             it; ``False``: always the generic cell (for comparison and
             debugging). See
-            :class:`~keras_rnnlm.layers.fused_recurrence.FusedRecurrence`.
+            :class:`~keras_rnnlm.loops.fused_recurrence.FusedRecurrence`.
         **kwargs: Every argument of ``keras.layers.LSTM``.
 
     Example:

@@ -17,15 +17,15 @@ size, and a trained model must load into models of any batch size).
 
 :class:`SentenceResetMixin` gives Keras's LSTM, GRU and SimpleRNN the
 package's sentence-level reset mask (``layer(x, reset=r)``, as
-:class:`~keras_rnnlm.layers.fused_recurrence.FusedRecurrence`).
+:class:`~keras_rnnlm.loops.fused_recurrence.FusedRecurrence`).
 """
 
 import keras
 from keras import ops
 from keras import tree
 
-from keras_rnnlm.layers.fused_recurrence import ResetCall
-from keras_rnnlm.layers.recurrence import reset_recurrence
+from keras_rnnlm.loops.fused_recurrence import ResetCall
+from keras_rnnlm.loops.recurrence import reset_recurrence
 
 
 def state_snapshot(state, dtype=None):
@@ -89,7 +89,7 @@ class SentenceResetMixin(ResetCall):
     (arXiv:2106.08927, Section 3.1): ``layer(x, reset=r)`` with ``r``
     (batch, time), 1.0 where a sentence starts, sets the state back to
     zero before reading ``x[:, t]`` (the carried state too, at ``t = 0``)
-    through :func:`~keras_rnnlm.layers.recurrence.reset_recurrence`, a
+    through :func:`~keras_rnnlm.loops.recurrence.reset_recurrence`, a
     per-step loop over the Keras cell. A call without ``reset`` is Keras's
     own, unchanged. Under a reset the layer refuses what that loop does
     not implement: ``dropout`` / ``recurrent_dropout`` (the cell's masks
@@ -124,23 +124,3 @@ class SentenceResetMixin(ResetCall):
             step, (sequences,), tuple(tree.flatten(initial_state)), reset
         )
         return outputs[:, -1], outputs, list(last)
-
-
-@keras.saving.register_keras_serializable(package="keras_rnnlm")
-class KerasLSTM(SentenceResetMixin, TrackedStateMixin, keras.layers.LSTM):
-    """``keras.layers.LSTM`` (Keras's own loop) with tracked state."""
-
-
-@keras.saving.register_keras_serializable(package="keras_rnnlm")
-class GRU(SentenceResetMixin, TrackedStateMixin, keras.layers.GRU):
-    """``keras.layers.GRU`` with tracked state."""
-
-
-@keras.saving.register_keras_serializable(package="keras_rnnlm")
-class SimpleRNN(SentenceResetMixin, TrackedStateMixin, keras.layers.SimpleRNN):
-    """``keras.layers.SimpleRNN`` with tracked state."""
-
-
-@keras.saving.register_keras_serializable(package="keras_rnnlm")
-class RNN(TrackedStateMixin, keras.layers.RNN):
-    """``keras.layers.RNN`` over any cell, with tracked state."""

@@ -12,8 +12,8 @@ import pytest
 from keras import ops
 from layer_testing import randomized
 
-from keras_rnnlm.layers.fused_recurrence import FusedRecurrence
-from keras_rnnlm.layers.fused_recurrence import custom_gradient
+from keras_rnnlm.loops.fused_recurrence import FusedRecurrence
+from keras_rnnlm.loops.fused_recurrence import custom_gradient
 from keras_rnnlm.layers.lstm import LSTM
 from keras_rnnlm.layers.major_minor_lstm import MajorMinorLSTM
 from keras_rnnlm.layers.multicell_lstm import MultiCellLSTM

@@ -19,8 +19,8 @@ from keras_rnnlm.data.graph_windows import cut_window
 from keras_rnnlm.data.graph_windows import supports
 from keras_rnnlm.data.graph_windows import window_chunks
 from keras_rnnlm.data.sentences import lm_sequence
-from keras_rnnlm.layers.loop_parts import may_split
-from keras_rnnlm.layers.recurrence import set_forward_only
+from keras_rnnlm.loops.loop_parts import may_split
+from keras_rnnlm.loops.recurrence import set_forward_only
 from keras_rnnlm.metrics import LanguageModelMetrics
 from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
@@ -37,7 +37,7 @@ def eval_jit_compile(jit_compile, batch_size):
     ``"auto"`` on TensorFlow: ``True`` (one XLA program for the whole
     forward-only step: the decoder's product and the loss fuse, with no
     per-op dispatch) unless the recurrent loops can run as concurrent row
-    blocks of the batch (:func:`~keras_rnnlm.layers.loop_parts.may_split`:
+    blocks of the batch (:func:`~keras_rnnlm.loops.loop_parts.may_split`:
     more than one inter-op thread and batch >= 4), which one XLA program
     would run one after the other. Measured on the AWD-LSTM ``cpu``
     shape, 2-core machine, ms a window of 35 (``tf.function`` / XLA):

@@ -7,10 +7,10 @@ from keras import ops
 from layer_testing import run_layer_test
 
 from keras_rnnlm.config import ModelConfig
-from keras_rnnlm.layers.stateful import GRU
-from keras_rnnlm.layers.stateful import RNN
-from keras_rnnlm.layers.stateful import KerasLSTM
-from keras_rnnlm.layers.stateful import SimpleRNN
+from keras_rnnlm.layers.keras_recurrent import GRU
+from keras_rnnlm.layers.keras_recurrent import RNN
+from keras_rnnlm.layers.keras_recurrent import KerasLSTM
+from keras_rnnlm.layers.keras_recurrent import SimpleRNN
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import copy_weights
 from keras_rnnlm.models import reset_states

@@ -61,7 +61,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_rnnlm.layers.stateful import with_static_batch
+from keras_rnnlm.loops.state import with_static_batch
 
 WEIGHTINGS = ("uniform", "positional", "idf")
 

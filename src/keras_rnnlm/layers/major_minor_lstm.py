@@ -57,11 +57,11 @@ import keras
 from keras import initializers
 from keras import ops
 
-from keras_rnnlm.layers.fused_recurrence import resolve_fast_path
-from keras_rnnlm.layers.recurrence import lstm_recurrence
-from keras_rnnlm.layers.recurrence import lstm_reset_recurrence
-from keras_rnnlm.layers.stateful import state_snapshot
-from keras_rnnlm.layers.stateful import with_static_batch
+from keras_rnnlm.loops.fused_recurrence import resolve_fast_path
+from keras_rnnlm.loops.recurrence import lstm_recurrence
+from keras_rnnlm.loops.recurrence import lstm_reset_recurrence
+from keras_rnnlm.loops.state import state_snapshot
+from keras_rnnlm.loops.state import with_static_batch
 from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
 
 MINOR_INPUTS = ("embedding", "previous")
@@ -349,7 +349,7 @@ class MajorMinorLSTM(keras.layers.Layer):
         Without a Minor branch there is nothing to fuse: the Major branch
         is already one fused loop. ``"auto"`` fuses on JAX only; ``True``
         raises if a branch cannot take its fast path (see
-        :func:`~keras_rnnlm.layers.fused_recurrence.resolve_fast_path`).
+        :func:`~keras_rnnlm.loops.fused_recurrence.resolve_fast_path`).
         """
         if self.minor is None:
             return False
@@ -370,7 +370,7 @@ class MajorMinorLSTM(keras.layers.Layer):
         kernel; returns ``(output, [h_major, c_major, h_minor, c_minor])``
         and updates the carried state like the branch layers would. With a
         ``reset`` mask the loop is
-        :func:`~keras_rnnlm.layers.recurrence.lstm_reset_recurrence`."""
+        :func:`~keras_rnnlm.loops.recurrence.lstm_reset_recurrence`."""
         major, minor = self.major, self.minor
         ha, hi = major.units, minor.units
         carried = states[0] is None and self.stateful

@@ -74,7 +74,7 @@ import numpy as np
 from keras import ops
 
 from keras_rnnlm.evaluator import safe_exp
-from keras_rnnlm.layers.recurrence import set_forward_only
+from keras_rnnlm.loops.recurrence import set_forward_only
 from keras_rnnlm.metrics import token_nll
 from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.state import outer_recurrent_layers

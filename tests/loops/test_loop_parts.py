@@ -1,5 +1,5 @@
 """The compiled loops run as concurrent row blocks of the batch
-(keras_rnnlm.layers.loop_parts)."""
+(keras_rnnlm.loops.loop_parts)."""
 
 import keras
 import numpy as np
@@ -8,13 +8,13 @@ from keras import ops
 from layer_testing import randomized
 
 from keras_rnnlm.config import ConfigError
-from keras_rnnlm.layers import loop_parts as lp
+from keras_rnnlm.loops import loop_parts as lp
 from keras_rnnlm.layers.multicell_lstm import MultiCellLSTM
 from keras_rnnlm.layers.multiplicative import CELLS
 from keras_rnnlm.layers.multiplicative import MultiplicativeRNN
-from keras_rnnlm.layers.multiplicative_backward import HAND_WRITTEN
-from keras_rnnlm.layers.recurrence import lstm_recurrence
-from keras_rnnlm.layers.recurrence import make_fused_scan
+from keras_rnnlm.loops.multiplicative_backward import HAND_WRITTEN
+from keras_rnnlm.loops.recurrence import lstm_recurrence
+from keras_rnnlm.loops.recurrence import make_fused_scan
 
 tf_only = pytest.mark.skipif(
     keras.backend.backend() != "tensorflow",

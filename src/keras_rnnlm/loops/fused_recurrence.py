@@ -9,7 +9,7 @@ weight-dropped subclass,
 * the **fast path**: the input projections for the whole sequence as one
   matrix product, then a compiled loop over the recurrent step only, with
   a hand-written backward pass (the loops are in
-  :mod:`keras_rnnlm.layers.recurrence`);
+  :mod:`keras_rnnlm.loops.recurrence`);
 * the **generic path**: Keras's per-step loop over the layer's cell.
 
 Both give the same results; the fast path cannot handle every
@@ -137,7 +137,7 @@ class FusedRecurrence(ResetCall):
       rejected when the layer is made with ``fused=True``, a mask when
       the layer is called;
     * ``forward_only``, a runtime mode, not configuration (see
-      :func:`keras_rnnlm.layers.recurrence.set_forward_only`);
+      :func:`keras_rnnlm.loops.recurrence.set_forward_only`);
     * :meth:`inner_loop`, which runs :meth:`fused_inner_loop` (the
       subclass's fast path) or :meth:`generic_inner_loop`;
     * the sentence-level reset mask (``layer(x, reset=r)``, see
@@ -203,7 +203,7 @@ class FusedRecurrence(ResetCall):
 
     def reset_inner_loop(self, sequences, initial_state, reset, training):
         """The loop of a call with a reset mask (see :meth:`call`),
-        usually :func:`~keras_rnnlm.layers.recurrence.reset_recurrence`
+        usually :func:`~keras_rnnlm.loops.recurrence.reset_recurrence`
         over the hoisted input projection; returns ``(last_output,
         outputs, new_states)``."""
         raise NotImplementedError

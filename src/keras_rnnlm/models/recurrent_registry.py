@@ -29,7 +29,7 @@ also be passed to the builder directly.
 
 import keras
 
-from keras_rnnlm.layers import stateful as stateful_layers
+from keras_rnnlm.layers import keras_recurrent as stateful_layers
 from keras_rnnlm.layers.lstm import LSTM
 from keras_rnnlm.layers.major_minor_lstm import MajorMinorLSTM
 from keras_rnnlm.layers.multicell_lstm import MultiCellLSTM
@@ -83,7 +83,7 @@ register_recurrent_layer(
     "multicell_lstm", _layer_factory(MultiCellLSTM, lstm=True)
 )
 # Keras's own layers, with the carried state tracked so that it survives
-# the JAX backend's stateless train/test steps (keras_rnnlm.layers.stateful).
+# the JAX backend's stateless train/test steps (keras_rnnlm.loops.state).
 register_recurrent_layer(
     "keras_lstm", _layer_factory(stateful_layers.KerasLSTM, lstm=True)
 )

@@ -86,18 +86,18 @@ import keras
 from keras import initializers
 from keras import ops
 
-from keras_rnnlm.layers import recurrence
-from keras_rnnlm.layers.fused_recurrence import FUSED_MODES
-from keras_rnnlm.layers.fused_recurrence import FusedRecurrence
-from keras_rnnlm.layers.fused_recurrence import custom_gradient
-from keras_rnnlm.layers.fused_recurrence import value_of
-from keras_rnnlm.layers.loop_parts import Keep
-from keras_rnnlm.layers.loop_parts import last_step
-from keras_rnnlm.layers.loop_parts import loop_parts
-from keras_rnnlm.layers.loop_parts import run_in_parts
-from keras_rnnlm.layers.loop_parts import split_blocks
-from keras_rnnlm.layers.stateful import TrackedStateMixin
-from keras_rnnlm.layers.stateful import state_snapshot
+from keras_rnnlm.loops import recurrence
+from keras_rnnlm.loops.fused_recurrence import FUSED_MODES
+from keras_rnnlm.loops.fused_recurrence import FusedRecurrence
+from keras_rnnlm.loops.fused_recurrence import custom_gradient
+from keras_rnnlm.loops.fused_recurrence import value_of
+from keras_rnnlm.loops.loop_parts import Keep
+from keras_rnnlm.loops.loop_parts import last_step
+from keras_rnnlm.loops.loop_parts import loop_parts
+from keras_rnnlm.loops.loop_parts import run_in_parts
+from keras_rnnlm.loops.loop_parts import split_blocks
+from keras_rnnlm.loops.state import TrackedStateMixin
+from keras_rnnlm.loops.state import state_snapshot
 
 STRATEGIES = ("mean", "weighted", "random", "max", "min_max", "learnable_max")
 INITIAL_CELLS = ("zeros", "linspace", "random")
@@ -346,7 +346,7 @@ def multicell_recurrence(xs_tm, h0, c0, weights, spec):
     forward, backward = _compiled_recurrence(spec)
     weights = tuple(weights)
     n_w = len(weights)
-    # concurrent row blocks, as every fused loop (keras_rnnlm.layers.loop_parts)
+    # concurrent row blocks, as every fused loop (keras_rnnlm.loops.loop_parts)
     parts = loop_parts(xs_tm.shape[1], recurrence.step_entries(weights[0]))
 
     @custom_gradient
@@ -729,10 +729,10 @@ class MultiCellLSTM(FusedRecurrence, TrackedStateMixin, keras.layers.RNN):
             ``True``: the same, or a ``ValueError`` where the fast path is
             impossible; ``"autodiff"``: like ``"auto"``, but the fast path
             is differentiated by
-            :func:`keras_rnnlm.layers.recurrence.make_fused_scan`
+            :func:`keras_rnnlm.loops.recurrence.make_fused_scan`
             (per-step recomputed vector-Jacobian products); ``False``:
             Keras's per-step loop over the cell. See
-            :class:`~keras_rnnlm.layers.fused_recurrence.FusedRecurrence`.
+            :class:`~keras_rnnlm.loops.fused_recurrence.FusedRecurrence`.
         num_cells, strategy, ...: every argument of
             :class:`MultiCellLSTMCell` (see :data:`CELL_ARGS`).
         **kwargs: ``keras.layers.RNN`` arguments (``return_sequences``,
@@ -838,7 +838,7 @@ class MultiCellLSTM(FusedRecurrence, TrackedStateMixin, keras.layers.RNN):
         """The steps of the fast path (same projection, same noise draws)
         with the state back to ``h = 0`` and the configured initial cells
         where ``reset`` (batch, time) is 1
-        (:func:`~keras_rnnlm.layers.recurrence.reset_recurrence`, a
+        (:func:`~keras_rnnlm.loops.recurrence.reset_recurrence`, a
         per-step loop differentiated by autodiff: the hand-written backward
         loop takes no mask)."""
         cell = self.cell

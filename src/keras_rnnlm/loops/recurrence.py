@@ -17,7 +17,7 @@ whole train step is already ``jax.jit``-compiled, so the loops are used as
 they are.
 
 The fused LSTM recurrence has a hand-written backward pass (attached with
-:func:`keras_rnnlm.layers.fused_recurrence.custom_gradient`): the reverse
+:func:`keras_rnnlm.loops.fused_recurrence.custom_gradient`): the reverse
 loop carries only ``dh`` and ``dc``; the recurrent-kernel gradient is then
 **one** matrix product over all time steps instead of T small ones inside
 the loop.
@@ -29,12 +29,12 @@ import math
 from keras import backend
 from keras import ops
 
-from keras_rnnlm.layers.fused_recurrence import custom_gradient
-from keras_rnnlm.layers.loop_parts import Keep
-from keras_rnnlm.layers.loop_parts import last_step
-from keras_rnnlm.layers.loop_parts import loop_parts
-from keras_rnnlm.layers.loop_parts import run_in_parts
-from keras_rnnlm.layers.loop_parts import split_blocks
+from keras_rnnlm.loops.fused_recurrence import custom_gradient
+from keras_rnnlm.loops.loop_parts import Keep
+from keras_rnnlm.loops.loop_parts import last_step
+from keras_rnnlm.loops.loop_parts import loop_parts
+from keras_rnnlm.loops.loop_parts import run_in_parts
+from keras_rnnlm.loops.loop_parts import split_blocks
 
 
 def compile_loop(fn):
@@ -105,7 +105,7 @@ def _tensors(*xs):
 
 def step_entries(*weights):
     """Entries of the weight tensors (a step's multiply-adds per row, the
-    measure :func:`~keras_rnnlm.layers.loop_parts.loop_parts` takes)."""
+    measure :func:`~keras_rnnlm.loops.loop_parts.loop_parts` takes)."""
     return sum(math.prod(w.shape) for w in weights)
 
 
@@ -397,7 +397,7 @@ def _scan_backward(step, xs_tm, states, weights, states_all, d_ys, d_last):
 def _flat(loop):
     """``loop`` returning one flat tuple (a pair ``(ys, states)`` or a
     triple ``(dxs, d_states, d_weights)`` flattened), for
-    :func:`~keras_rnnlm.layers.loop_parts.run_in_parts`."""
+    :func:`~keras_rnnlm.loops.loop_parts.run_in_parts`."""
 
     def run(*args):
         out = []

@@ -4,7 +4,7 @@ The cells and the layer are in :mod:`keras_rnnlm.layers.multiplicative`
 (see its docstring for the equations). On TensorFlow,
 :class:`~keras_rnnlm.layers.multiplicative.MultiplicativeRNN` trains every
 package cell through :func:`hand_written_scan` rather than the generic
-:func:`keras_rnnlm.layers.recurrence.make_fused_scan`, whose backward
+:func:`keras_rnnlm.loops.recurrence.make_fused_scan`, whose backward
 recomputes each step's forward and its vector-Jacobian product, weight
 gradients included, inside the reverse loop.
 
@@ -29,13 +29,13 @@ import functools
 
 from keras import ops
 
-from keras_rnnlm.layers import recurrence
-from keras_rnnlm.layers.fused_recurrence import custom_gradient
-from keras_rnnlm.layers.loop_parts import Keep
-from keras_rnnlm.layers.loop_parts import last_step
-from keras_rnnlm.layers.loop_parts import loop_parts
-from keras_rnnlm.layers.loop_parts import run_in_parts
-from keras_rnnlm.layers.loop_parts import split_blocks
+from keras_rnnlm.loops import recurrence
+from keras_rnnlm.loops.fused_recurrence import custom_gradient
+from keras_rnnlm.loops.loop_parts import Keep
+from keras_rnnlm.loops.loop_parts import last_step
+from keras_rnnlm.loops.loop_parts import loop_parts
+from keras_rnnlm.loops.loop_parts import run_in_parts
+from keras_rnnlm.loops.loop_parts import split_blocks
 
 
 def block_matmul(m, blocks):
@@ -367,7 +367,7 @@ def _tmgru_finish(backward, xs_tm, states, weights, saved, d_ys, d_last):
 #: names are those of :data:`keras_rnnlm.layers.multiplicative.CELLS`.
 #: *reverse-only*: the positions of the forward loop's saved tensors that
 #: only the reverse loop reads, not the finish; they stay as row blocks
-#: between the two loops (see :class:`~keras_rnnlm.layers.loop_parts.Blocks`).
+#: between the two loops (see :class:`~keras_rnnlm.loops.loop_parts.Blocks`).
 HAND_WRITTEN = {
     "mrnn": (_mrnn_forward, _mrnn_backward, _mrnn_finish, ()),
     # c_all, gates_all
@@ -381,7 +381,7 @@ HAND_WRITTEN = {
 
 def _backward_in_parts(backward, parts, n_states):
     """``backward`` run as ``parts`` concurrent row blocks
-    (:func:`~keras_rnnlm.layers.loop_parts.run_in_parts`). Every reverse
+    (:func:`~keras_rnnlm.loops.loop_parts.run_in_parts`). Every reverse
     loop here takes ``(xs_tm, *states, *weights, saved, d_ys, *d_last)``
     (time-major, batch-major, shared, time-major, time-major, batch-major)
     and returns its per-step gradients (time-major) and then the initial
