@@ -12,14 +12,14 @@ import pytest
 from keras import ops
 from layer_testing import randomized
 
-from keras_rnnlm.loops.fused_recurrence import FusedRecurrence
-from keras_rnnlm.loops.fused_recurrence import custom_gradient
 from keras_rnnlm.layers.lstm import LSTM
 from keras_rnnlm.layers.major_minor_lstm import MajorMinorLSTM
 from keras_rnnlm.layers.multicell_lstm import MultiCellLSTM
 from keras_rnnlm.layers.multiplicative import CELLS
 from keras_rnnlm.layers.multiplicative import MultiplicativeRNN
 from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
+from keras_rnnlm.loops.fused_recurrence import FusedRecurrence
+from keras_rnnlm.loops.fused_recurrence import custom_gradient
 
 B, T, D, H = 2, 5, 3, 4
 

@@ -8,10 +8,10 @@ from keras import ops
 from layer_testing import randomized
 
 from keras_rnnlm.config import ConfigError
-from keras_rnnlm.loops import loop_parts as lp
 from keras_rnnlm.layers.multicell_lstm import MultiCellLSTM
 from keras_rnnlm.layers.multiplicative import CELLS
 from keras_rnnlm.layers.multiplicative import MultiplicativeRNN
+from keras_rnnlm.loops import loop_parts as lp
 from keras_rnnlm.loops.multiplicative_backward import HAND_WRITTEN
 from keras_rnnlm.loops.recurrence import lstm_recurrence
 from keras_rnnlm.loops.recurrence import make_fused_scan

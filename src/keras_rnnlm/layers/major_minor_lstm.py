@@ -57,12 +57,12 @@ import keras
 from keras import initializers
 from keras import ops
 
+from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
 from keras_rnnlm.loops.fused_recurrence import resolve_fast_path
 from keras_rnnlm.loops.recurrence import lstm_recurrence
 from keras_rnnlm.loops.recurrence import lstm_reset_recurrence
 from keras_rnnlm.loops.state import state_snapshot
 from keras_rnnlm.loops.state import with_static_batch
-from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
 
 MINOR_INPUTS = ("embedding", "previous")
 #: Seed shift of the Minor branch (mask and initializer seeds).
