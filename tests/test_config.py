@@ -55,8 +55,8 @@ def test_from_dict_rejects_unknown_and_round_trips():
     assert RunConfig.from_dict(cfg.to_dict()) == cfg
 
 
-# Issue #24: these passed ``--print-config`` and failed later in training
-# with a raw exception (after config.json and vocab.json were written).
+# Each of these is refused when the override is applied, with a message that
+# names the field (not later in training with a raw exception).
 @pytest.mark.parametrize(
     "override, expects",
     [

@@ -1,4 +1,4 @@
-"""Property test of the Evaluator (issue #24): random corpora, batch sizes
+"""Property test of the Evaluator: random corpora, batch sizes
 and windows keep the metrics exact (fixed cases: tests/test_metrics.py)."""
 
 import math

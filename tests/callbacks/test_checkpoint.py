@@ -216,7 +216,7 @@ def test_mid_epoch_checkpoints_need_the_stream(tmp_path):
         TrainingCheckpoint(str(tmp_path), every_minutes=5)
 
 
-# -- issue #24: only good states are kept --------------------------------
+# -- only good states are kept -------------------------------------------
 
 
 def _max_abs_checkpoint_weight(cfg, name):

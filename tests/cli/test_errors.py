@@ -52,7 +52,7 @@ def test_missing_corpus_through_a_recipe_script_is_one_line(tmp_path):
         ChecksumMismatchError("ptb.train.txt: sha256 mismatch"),
         OOVError("'zzz' is not in the vocabulary"),
         FileNotFoundError(2, "No such file or directory", "x.txt"),
-        # issue #24: a full or read-only output directory
+        # a full or read-only output directory
         CheckpointWriteError("Could not write the checkpoint: disk full"),
         OSError(errno.ENOSPC, "No space left on device", "run/log.csv"),
         OSError(errno.EROFS, "Read-only file system", "run/config.json"),

@@ -1,5 +1,5 @@
-"""``keras-rnnlm score``: the TSV output escapes the echoed line (issue
-#24: raw tabs, CRs and NULs from the input broke its columns)."""
+"""``keras-rnnlm score``: the TSV output escapes the echoed line (raw
+tabs, CRs and NULs from the input would break its columns)."""
 
 import json
 

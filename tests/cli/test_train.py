@@ -105,8 +105,8 @@ def test_mean_loss_reparametrisation_equals_summed_loss_update():
 def test_a_bad_value_is_one_line_before_anything_is_written(
     override, tmp_path, capsys
 ):
-    """Issue #24: these failed in training with a raw exception, after
-    config.json and vocab.json were written."""
+    """Each is a one-line error (exit 2) before config.json and vocab.json
+    are written, not a raw exception in training."""
     out = tmp_path / "run"
     assert main(["train", RECIPE, "--set", override, "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()

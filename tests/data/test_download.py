@@ -303,8 +303,8 @@ def test_downloaded_corrupt_file_rejected(tmp_path, isolated_env, monkeypatch):
 def test_a_missing_file_of_a_partial_directory_is_named_exactly(
     tmp_path, isolated_env, monkeypatch
 ):
-    """Issue #24: with only test.txt removed, the error said train, valid
-    and test were all missing."""
+    """With only test.txt removed, the error names test.txt alone, not
+    train, valid and test."""
     calls = []
     monkeypatch.setattr(keras.utils, "get_file", _offline(calls))
     root = tmp_path / "data"

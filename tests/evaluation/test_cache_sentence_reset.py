@@ -1,7 +1,7 @@
 """The continuous cache on sentence-level models (``data.state_reset =
 "sentence"``): the model reads the reset mask as in the static
 Evaluator, so the cache with ``W = 0`` or ``lambda = 0`` is the
-Evaluator at batch 1 (issue #22)."""
+Evaluator at batch 1."""
 
 import functools
 import os

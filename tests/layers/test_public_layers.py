@@ -50,7 +50,7 @@ def test_public_layers_are_found():
 def test_a_run_model_loads_after_import_keras_rnnlm(tmp_path):
     """A run's ``model.keras`` (the stateless model of the builder, here a
     weight-dropped LSTM stack under a mixture-of-softmaxes head) loads in
-    a new process after ``import keras_rnnlm`` alone (issue #24)."""
+    a new process after ``import keras_rnnlm`` alone."""
     from keras_rnnlm.config import ModelConfig
     from keras_rnnlm.models import build_language_model
 

@@ -1,5 +1,5 @@
 """SavedModelScorer and Scorer: one input contract, equal results
-(issue #24: they disagreed on errors and on lone surrogates)."""
+(the same errors, the same handling of lone surrogates)."""
 
 import numpy as np
 import pytest

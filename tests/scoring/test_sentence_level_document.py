@@ -1,5 +1,5 @@
 """Document scoring of sentence-level runs (``data.state_reset =
-"sentence"``, issues #21/#22): ``Scorer.score_document`` resets the
+"sentence"``): ``Scorer.score_document`` resets the
 recurrent states at every sentence start, as training and the static
 evaluators do, so that its scores equal theirs on the same text (with and
 without the continuous cache, with and without a CBOW context)."""

@@ -1,4 +1,4 @@
-"""The one input contract of every scoring path (issue #24)."""
+"""The one input contract of every scoring path."""
 
 import pytest
 

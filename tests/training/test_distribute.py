@@ -1,4 +1,4 @@
-"""Data-parallel training (``train.distribute``, issue #23).
+"""Data-parallel training (``train.distribute``).
 
 The configuration checks run in the test session's backend; the
 training comparisons run ``distribute_worker.py`` in a JAX subprocess with

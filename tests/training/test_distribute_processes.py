@@ -1,4 +1,4 @@
-"""Data-parallel training over several processes (issue #23).
+"""Data-parallel training over several processes.
 
 Two processes on 127.0.0.1 (JAX's CPU collectives), one CPU device each,
 join through ``keras.distribution.initialize`` and train the AWD-style

@@ -1,4 +1,4 @@
-"""Keras Tuner trials under ``train.distribute = "data_parallel"`` (#23).
+"""Keras Tuner trials under ``train.distribute = "data_parallel"``.
 
 The trial's model is built and fitted under the data-parallel
 distribution of :mod:`keras_rnnlm.training.distribute`: checked in a JAX

@@ -4,8 +4,8 @@ Restarts training from the run's best (averaged) checkpoint with averaging
 on from the first step (``train.nt_asgd_from_start``) and stops when the
 non-monotone condition fires on the averaged model's validation loss
 (``train.stop_on_nonmono``) -- the same trainer, only the config differs.
-``rounds > 1`` repeats finetuning, each round from the previous round's
-best checkpoint, until a round no longer improves the best validation loss
+``rounds > 1`` repeats finetuning, each round from the best checkpoint of
+the one before, until a round no longer improves the best validation loss
 (DOC's "(fin)": "we repeated fine-tuning until convergence").
 
     keras-rnnlm finetune RUN_DIR [--rounds 5] [--set ...]
