@@ -236,14 +236,14 @@ def _assert_one_finite_row_per_epoch(out, epochs):
 def test_divergence_names_a_really_good_checkpoint_and_resume_works(
     tiny_config, tmp_path
 ):
-    """The issue's setup: no dropout, a checkpoint after every batch and a
-    learning rate multiplied by 1e36 from the second epoch. The first
-    update of epoch 2 explodes the weights (finite, ~1e35); the loss
-    stays finite (huge) for a while, so that batch's mid-epoch checkpoint
-    used to be kept and called the last good one, and resuming from it
-    diverged again. Now it is discarded (the next batch's logs, computed
-    with its weights, are not finite), the error names the end-of-epoch-1
-    checkpoint, and resuming from it with a sane schedule works."""
+    """No dropout, a checkpoint after every batch and a learning rate
+    multiplied by 1e36 from the second epoch. The first update of epoch 2
+    explodes the weights (finite, ~1e35) while the loss stays finite
+    (huge) for a while; that batch's mid-epoch checkpoint must not be
+    called the last good one (resuming from it diverges again). It is
+    discarded (the next batch's logs, computed with its weights, are not
+    finite), the error names the end-of-epoch-1 checkpoint, and resuming
+    from it with a sane schedule works."""
     from keras_rnnlm.callbacks import TrainingDivergedError
 
     cfg = apply_overrides(

@@ -98,7 +98,7 @@ def test_every_command_takes_debug():
 
 
 def test_score_no_bos_on_an_export_is_a_usage_error(monkeypatch):
-    """It used to end in a ValueError traceback (exit 1)."""
+    """A one-line usage error, not a ValueError traceback."""
     import keras_rnnlm.cli.scoring as scoring_cli
     from keras_rnnlm.cli.errors import UsageError
     from keras_rnnlm.scoring.loading import SavedModelScorer

@@ -169,8 +169,7 @@ def test_max_train_tokens_truncates_training_split_only(tiny_config):
 
 def test_sentence_reset_trains_with_variable_windows(tiny_config):
     """Variable windows are served with a free time axis, the reset mask
-    included (its signature used to be tokens only, and the reset loop
-    needed a static time length)."""
+    included, and the reset loop runs without a static time length."""
     config = apply_overrides(
         tiny_config,
         [
