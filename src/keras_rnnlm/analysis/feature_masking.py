@@ -55,7 +55,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_rnnlm.runs import make_evaluator
+from keras_rnnlm.evaluation.static import make_evaluator
+from keras_rnnlm.runs import BEST_WEIGHTS_FILE
 from keras_rnnlm.runs import open_run
 
 #: The paper's P values: 0, 0.05, ..., 0.5.
@@ -240,7 +241,7 @@ def resolve_checkpoint(path):
     inside one."""
     if os.path.isfile(path):
         return os.path.dirname(os.path.abspath(path)), path
-    return path, os.path.join(path, "best.weights.h5")
+    return path, os.path.join(path, BEST_WEIGHTS_FILE)
 
 
 def _labels(paths, labels):
