@@ -1,0 +1,95 @@
+"""Facts of the machine a bench runs on, and of the checkout it runs.
+
+Every record names its CPU: the model (``/proc/cpuinfo``'s ``model
+name``), the widest vector ISA the frameworks can use (``AVX-512``,
+``AVX2``, ... from the CPU flags) and the cores this process may use.
+``bench/make_results.py`` groups figures by that CPU class and never
+compares two classes' figures.
+"""
+
+import os
+import platform
+import subprocess
+
+from bench.harness import ROOT
+
+#: x86 flags, widest first, and the ISA they name.
+_X86_ISAS = (
+    ("avx512f", "AVX-512"),
+    ("avx2", "AVX2"),
+    ("avx", "AVX"),
+    ("sse4_2", "SSE4.2"),
+)
+#: ARM features (``Features`` in /proc/cpuinfo), widest first.
+_ARM_ISAS = (("sve2", "SVE2"), ("sve", "SVE"), ("asimd", "NEON"))
+
+
+def _cpuinfo():
+    """The first processor's ``key: value`` lines of /proc/cpuinfo."""
+    info = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    if info:
+                        break
+                    continue
+                key, _, value = line.partition(":")
+                info.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    return info
+
+
+def isa_of(flags):
+    """The widest vector ISA named by a set of CPU ``flags``."""
+    for flag, name in _X86_ISAS + _ARM_ISAS:
+        if flag in flags:
+            return name
+    return platform.machine() or "unknown"
+
+
+def cores():
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count()
+
+
+def cpu_facts():
+    """``{"cpu": model, "isa": ISA, "cores": n}`` of this machine."""
+    info = _cpuinfo()
+    model = (
+        info.get("model name")
+        or info.get("Model")
+        or platform.processor()
+        or platform.machine()
+    )
+    flags = set((info.get("flags") or info.get("Features") or "").split())
+    return {"cpu": model, "isa": isa_of(flags), "cores": cores()}
+
+
+def machine():
+    """This machine's CPU in words: ``CPU <model>, <ISA>, <n> cores``."""
+    facts = cpu_facts()
+    return f"CPU {facts['cpu']}, {facts['isa']}, {facts['cores']} cores"
+
+
+def git_commit():
+    """HEAD's short hash, ``+dirty`` if tracked files differ from it."""
+
+    def git(*args):
+        return subprocess.run(
+            ["git", "-C", ROOT, *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked=no")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")

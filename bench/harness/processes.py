@@ -1,0 +1,169 @@
+"""Threads, child processes, interleaved repeats and medians.
+
+A child is ``python -m MODULE --child JSON`` run from the repository
+root: it calls the bench's ``measure(**params)`` and prints one JSON
+object, with its peak RSS (:func:`child_main`). Each child gets its
+thread settings from the environment (:func:`thread_env`).
+"""
+
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+from bench.harness import ROOT
+
+_IMPORT_RSS = {}
+
+
+# -- threads -----------------------------------------------------------------
+
+
+def thread_env(threads, interop=0, **extra):
+    """The environment of a child process: for ``threads`` > 0,
+    TensorFlow's intra-op (``threads``) and inter-op (``interop``,
+    default 0: ``threads``, so "1 thread" is one thread and "2 threads"
+    are TensorFlow's own choice on a 2-core machine) pools, OpenMP's, and
+    the values :func:`bench.harness.torch_side.set_torch_threads`
+    applies; ``extra`` variables last."""
+    env = dict(os.environ)
+    if threads:
+        interop = interop or threads
+        env.update(
+            TF_NUM_INTRAOP_THREADS=str(threads),
+            TF_NUM_INTEROP_THREADS=str(interop),
+            OMP_NUM_THREADS=str(threads),
+            BENCH_THREADS=str(threads),
+            BENCH_INTEROP_THREADS=str(interop),
+        )
+    env.update(extra)
+    return env
+
+
+def set_threads(threads, torch=None):
+    """In one process: intra/inter-op threads of TensorFlow (and torch, if
+    given); 0 keeps the defaults."""
+    if not threads:
+        return
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    if torch is not None:
+        torch.set_num_threads(threads)
+
+
+# -- child processes ---------------------------------------------------------
+
+
+def child_command(module, params):
+    """The command line of ``module``'s child with ``params``."""
+    return [sys.executable, "-m", module, "--child", json.dumps(params)]
+
+
+def run_child(module, params, env=None):
+    """Runs ``python -m MODULE --child JSON(params)`` from the repository
+    root and returns the JSON object of its last output line, with
+    ``wall_s`` (the child's wall time) and ``load_average`` (1-minute load
+    when it ended) added. A ``torch*`` impl's child runs with
+    ``KERAS_RNNLM_MALLOC=default``: the reference keeps glibc's own
+    malloc even where its child imports keras_rnnlm for a config."""
+    env = env if env is not None else thread_env(0)
+    if str(params.get("impl", "")).startswith("torch"):
+        env = {**env, "KERAS_RNNLM_MALLOC": "default"}
+    t = time.perf_counter()
+    out = subprocess.run(
+        child_command(module, params),
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        cwd=ROOT,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(
+            f"{module} child {params} failed (exit code "
+            f"{out.returncode}):\n{out.stderr[-4000:]}"
+        )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["wall_s"] = time.perf_counter() - t
+    result["load_average"] = os.getloadavg()[0]
+    return result
+
+
+def child_main(args, measure):
+    """The child side of :func:`run_child`: prints ``measure(**params)``
+    (a dict) as JSON with the process's peak RSS (``rss_mb``), its malloc
+    state and, when :func:`note_import_rss` ran, the RSS after the
+    framework import."""
+    result = measure(**json.loads(args.child))
+    result.setdefault("rss_mb", peak_rss_mb())
+    result.setdefault("malloc", malloc_state())
+    if "mb" in _IMPORT_RSS:
+        result.setdefault("import_rss_mb", _IMPORT_RSS["mb"])
+    print(json.dumps(result), flush=True)
+
+
+def interleave(keys, repeats, measure, report=None):
+    """``{key: [measure(key) per repeat]}``, the repeats interleaved (all
+    keys once, then all again, ...) so slow drifts of the machine hit every
+    key alike; ``report(repeat, key, result)`` after each."""
+    samples = {key: [] for key in keys}
+    for rep in range(repeats):
+        for key in keys:
+            result = measure(key)
+            samples[key].append(result)
+            if report is not None:
+                report(rep, key, result)
+    return samples
+
+
+def run_children(module, impls, repeats, env=None, report=None, **params):
+    """:func:`interleave` of :func:`run_child` over ``impls``: each child
+    gets ``{"impl": impl, **params}``."""
+
+    def measure(impl):
+        return run_child(module, {"impl": impl, **params}, env)
+
+    return interleave(impls, repeats, measure, report)
+
+
+def medians(samples, fields):
+    """``{key: {field: median over the key's results}}``."""
+    return {
+        key: {f: statistics.median(r[f] for r in runs) for f in fields}
+        for key, runs in samples.items()
+    }
+
+
+def vs(m, ref, label, fields=("train", "eval")):
+    """``"  (1.20x / 0.82x LABEL)"``: ``m``'s fields over ``ref``'s."""
+    ratios = " / ".join(f"{m[f] / ref[f]:.2f}x" for f in fields)
+    return f"  ({ratios} {label})"
+
+
+# -- memory and malloc -------------------------------------------------------
+
+
+def peak_rss_mb():
+    """Peak resident memory of this process so far, MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def note_import_rss():
+    """Remembers the peak RSS right after the framework import (TensorFlow's
+    libraries alone hold ~700 MB resident, torch's ~220 MB): the rest of
+    the peak is what the model and its work cost."""
+    _IMPORT_RSS["mb"] = peak_rss_mb()
+
+
+def malloc_state():
+    """How this process's glibc malloc was set: keras_rnnlm's tuning
+    (``tuned: arena_max=1``, ``default`` when turned off,
+    ``unsupported``) once the package is imported
+    (:mod:`keras_rnnlm._malloc`), else ``glibc default``."""
+    tuning = sys.modules.get("keras_rnnlm._malloc")
+    return (tuning and tuning.state and tuning.describe()) or "glibc default"
