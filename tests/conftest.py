@@ -66,8 +66,9 @@ def tiny_config(tiny_corpus_dir, tmp_path):
                 "verbose": 0,
                 # The plain evaluation step on TensorFlow: "auto" would
                 # XLA-compile a whole step per evaluator and process, which
-                # these 60-token splits never repay (tests/test_evaluator.py
-                # covers the XLA step). JAX keeps its jitted step.
+                # these 60-token splits never repay
+                # (tests/evaluation/test_static.py covers the XLA step).
+                # JAX keeps its jitted step.
                 "jit_compile": _TINY_JIT,
             },
         }

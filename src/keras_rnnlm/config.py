@@ -194,9 +194,9 @@ class TrainConfig:
             without XLA on a CPU-only TensorFlow (the recurrent loops are
             XLA-compiled either way); the evaluators' models on TensorFlow
             XLA-compile their whole step where the loops run whole
-            (:func:`keras_rnnlm.evaluator.eval_jit_compile`). ``False`` on
-            JAX runs every step eagerly (slow: the loops recompile per
-            batch).
+            (:func:`keras_rnnlm.evaluation.static.eval_jit_compile`).
+            ``False`` on JAX runs every step eagerly (slow: the loops
+            recompile per batch).
         dtype_policy: ``float32`` or ``mixed_bfloat16``.
         tensorboard: write TensorBoard logs.
         verbose: Keras progress-bar verbosity.

@@ -1,23 +1,33 @@
-"""Run directories: their file names, reading a run back, and the
-evaluator of a run.
+"""Run directories: their file names, the process that writes them, and
+reading a run back.
 
-A run directory (``train.out_dir``) holds:
+A run directory (``train.out_dir``) holds, under the names of this
+module's constants:
 
-* ``config.json``: the resolved :class:`~keras_rnnlm.config.RunConfig`;
-* ``vocab.json``: the vocabulary;
-* ``best.weights.h5`` / ``best.json``: the best weights and their epoch;
-* ``log.csv``, ``run.json``, ``learning_curve.png``, ``tensorboard/``;
-* ``checkpoint/``: the resumable checkpoint (weights, optimizer, state);
-* ``results.json`` and ``model.keras`` after evaluation.
+* :data:`CONFIG_FILE`: the resolved :class:`~keras_rnnlm.config.RunConfig`;
+* :data:`VOCAB_FILE`: the vocabulary;
+* :data:`BEST_WEIGHTS_FILE` / :data:`BEST_FILE`: the best weights and
+  their epoch and validation loss;
+* :data:`LOG_FILE` (the epoch log), :data:`METADATA_FILE` (the run's
+  metadata; every start's also appended to :data:`METADATA_LOG_FILE`),
+  :data:`LEARNING_CURVE_FILE`, :data:`TENSORBOARD_DIR`;
+* :data:`CHECKPOINT_DIR`: the resumable checkpoint,
+  :data:`CHECKPOINT_WEIGHTS_FILE` (weights and optimizer) and
+  :data:`CHECKPOINT_STATE_FILE`, and a mid-epoch checkpoint's
+  :data:`PARTIAL_STATE_FILE` with the files it names;
+* :data:`RESULTS_FILE` and :data:`MODEL_FILE` after evaluation;
+* what later commands add: :data:`CACHE_DIR` (the cache search),
+  :data:`DYNAMIC_EVAL_FILE` per split, :data:`FINETUNE_DIR` per
+  finetuning round (each a run directory), :data:`WORD2VEC_FILE`.
 
 Everything that reads a run (evaluation, dynamic evaluation, ranking,
 ensembles, analyses, scoring, tuning) goes through this module, so none of
-them depends on the trainer.
+them depends on the trainer; it depends on the configuration and the data
+only, so the callbacks that write a run need nothing of the models.
 """
 
 import contextlib
 import functools
-import json
 import os
 
 import keras
@@ -28,8 +38,6 @@ from keras_rnnlm.data import Vocabulary
 from keras_rnnlm.data import load_corpus
 from keras_rnnlm.data.sentences import sentence_rule
 from keras_rnnlm.data.sentences import sentence_starts
-from keras_rnnlm.evaluator import Evaluator
-from keras_rnnlm.models import build_language_model
 
 CONFIG_FILE = "config.json"
 VOCAB_FILE = "vocab.json"
@@ -37,9 +45,25 @@ BEST_WEIGHTS_FILE = "best.weights.h5"
 BEST_FILE = "best.json"
 LOG_FILE = "log.csv"
 METADATA_FILE = "run.json"
+METADATA_LOG_FILE = "runs.jsonl"
+LEARNING_CURVE_FILE = "learning_curve.png"
+TENSORBOARD_DIR = "tensorboard"
+CHECKPOINT_DIR = "checkpoint"
+#: In :data:`CHECKPOINT_DIR`: the last epoch's weights and optimizer.
+CHECKPOINT_WEIGHTS_FILE = "last.weights.h5"
+#: In :data:`CHECKPOINT_DIR`: the state of the last epoch checkpoint.
+CHECKPOINT_STATE_FILE = "state.json"
+#: In :data:`CHECKPOINT_DIR`: the state of the mid-epoch checkpoint.
+PARTIAL_STATE_FILE = "partial.json"
 RESULTS_FILE = "results.json"
 MODEL_FILE = "model.keras"
-CHECKPOINT_DIR = "checkpoint"
+CACHE_DIR = "cache"
+#: ``.format(split=...)``: a split's dynamic evaluation.
+DYNAMIC_EVAL_FILE = "dynamic_eval_{split}.json"
+#: ``.format(round=...)``: the run directory of a finetuning round.
+FINETUNE_DIR = "finetune{round}"
+#: ``.format(dim=...)``: the word2vec vectors trained for the run.
+WORD2VEC_FILE = "word2vec_{dim}d.bin"
 
 
 def is_writer():
@@ -86,7 +110,7 @@ def atomic_write_text(path, text):
 
 def run_weights(run_dir, weights=None):
     """The weights file of a run: ``weights`` if given, else the run's
-    ``best.weights.h5``. Raises FileNotFoundError if it does not exist."""
+    :data:`BEST_WEIGHTS_FILE`. Raises FileNotFoundError if it does not exist."""
     weights = weights or os.path.join(run_dir, BEST_WEIGHTS_FILE)
     if not os.path.exists(weights):
         raise FileNotFoundError(
@@ -96,7 +120,10 @@ def run_weights(run_dir, weights=None):
 
 
 def load_run(run_dir):
-    """Reads a run's config and vocabulary."""
+    """Reads a run's config and vocabulary. Raises FileNotFoundError if
+    ``run_dir`` is not a directory or lacks one of them."""
+    if not os.path.isdir(run_dir):
+        raise FileNotFoundError(f"No run directory at {run_dir!r}")
     for name in (CONFIG_FILE, VOCAB_FILE):
         path = os.path.join(run_dir, name)
         if not os.path.exists(path):
@@ -135,23 +162,6 @@ def load_run_corpus(config, vocab=None):
     )
 
 
-def make_evaluator(config, corpus, batch_size, bptt=None, **kwargs):
-    """The run's Evaluator for one batch size (and window); ``kwargs``
-    go to :class:`~keras_rnnlm.evaluation.Evaluator`. With
-    ``data.state_reset = "sentence"`` it resets the state at every
-    sentence start (:func:`sentence_starts_of`)."""
-    kwargs.setdefault("sentence_starts", run_sentence_starts(config, corpus))
-    return Evaluator(
-        config.model,
-        len(corpus.vocab),
-        batch_size,
-        bptt or config.data.eval_bptt or config.data.bptt,
-        char_level=corpus.is_char_level,
-        jit_compile=config.train.jit_compile,
-        **kwargs,
-    )
-
-
 def run_sentence_starts(config, corpus):
     """:func:`sentence_starts_of` ``corpus`` for a sentence-level run
     (``data.state_reset = "sentence"``), else ``None``: what the run's
@@ -167,67 +177,3 @@ def sentence_starts_of(corpus):
     corpus's vocabulary and rule)."""
     rule = sentence_rule(corpus.name)
     return functools.partial(sentence_starts, vocab=corpus.vocab, rule=rule)
-
-
-def evaluate_run(
-    run_dir,
-    splits=("valid", "test"),
-    batch_sizes=None,
-    bptt=None,
-    weights=None,
-    config=None,
-    corpus=None,
-    write=True,
-):
-    """Evaluates a run's best (or given) weights on its corpus splits.
-
-    Args:
-        run_dir: the run directory.
-        splits: split names.
-        batch_sizes: dict split -> batch size (default: the run's
-            ``eval_batch_size`` for valid, ``test_batch_size`` for test).
-        bptt: evaluation window (default: the run's).
-        weights: a ``.weights.h5`` file (default: ``best.weights.h5``).
-        config, corpus: the run's, if already loaded.
-        write: write ``results.json`` and ``model.keras``.
-    """
-    if config is None:
-        config, vocab = load_run(run_dir)
-    else:
-        vocab = None
-    d = config.data
-    if corpus is None:
-        corpus = load_run_corpus(config, vocab)
-    weights = run_weights(run_dir, weights)
-    defaults = {
-        "train": d.batch_size,
-        "valid": d.eval_batch_size or d.batch_size,
-        "test": d.test_batch_size,
-    }
-    batch_sizes = {**defaults, **(batch_sizes or {})}
-    results = {"weights": weights}
-    for split in splits:
-        ev = make_evaluator(config, corpus, batch_sizes[split], bptt)
-        ev.load_weights(weights)
-        r = ev.evaluate(corpus.split(split))
-        results[split] = {**r, "batch_size": batch_sizes[split]}
-        line = f"{split}: ppl {r['ppl']:.2f}"
-        if "bpc" in r:
-            line += f", bpc {r['bpc']:.4f}"
-        print(f"{line} ({r['tokens']} tokens, batch {batch_sizes[split]})")
-    if write and is_writer():
-        _write_results(run_dir, config, corpus, weights, results)
-    return results
-
-
-def _write_results(run_dir, config, corpus, weights, results):
-    with local_scope():
-        atomic_write_text(
-            os.path.join(run_dir, RESULTS_FILE),
-            json.dumps(results, indent=2),
-        )
-        stateless = build_language_model(
-            config.model, len(corpus.vocab), None, stateful=False
-        )
-        stateless.load_weights(weights)
-        stateless.save(os.path.join(run_dir, MODEL_FILE))

@@ -11,7 +11,7 @@ from keras_rnnlm.analysis.feature_masking import feature_masking
 from keras_rnnlm.analysis.feature_masking import mask_uniforms
 from keras_rnnlm.cli import main
 from keras_rnnlm.config import RunConfig
-from keras_rnnlm.runs import evaluate_run
+from keras_rnnlm.evaluation.static import evaluate_run
 from keras_rnnlm.runs import load_run_corpus
 from keras_rnnlm.runs import open_run
 

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from run_dirs import write_random_run
 
+from keras_rnnlm.cache_pointer import CacheConfig
 from keras_rnnlm.config import ModelConfig
 from keras_rnnlm.config import RunConfig
 from keras_rnnlm.data.sentences import sentence_starts
 from keras_rnnlm.data.vocabulary import Vocabulary
-from keras_rnnlm.evaluation.cache_pointer import CacheConfig
-from keras_rnnlm.evaluation.cache_pointer import CacheEvaluator
-from keras_rnnlm.evaluator import Evaluator
+from keras_rnnlm.evaluation.cache import CacheEvaluator
+from keras_rnnlm.evaluation.static import Evaluator
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import copy_weights
 
@@ -109,8 +109,8 @@ def sentence_run(tiny_corpus_dir, tmp_path):
 
 
 def test_cache_evaluate_run_of_a_sentence_level_run(sentence_run):
-    from keras_rnnlm.evaluation.cache_pointer import cache_evaluate_run
-    from keras_rnnlm.runs import evaluate_run
+    from keras_rnnlm.evaluation.cache import cache_evaluate_run
+    from keras_rnnlm.evaluation.static import evaluate_run
 
     want = evaluate_run(
         sentence_run, ("valid",), {"valid": 1}, bptt=7, write=False
@@ -129,7 +129,7 @@ def test_dynamic_eval_of_a_sentence_level_run(sentence_run):
     sentence-level model; ``static`` and ``static_cache`` read the mask
     too."""
     from keras_rnnlm.evaluation.dynamic import dynamic_evaluate_run
-    from keras_rnnlm.runs import make_evaluator
+    from keras_rnnlm.evaluation.static import make_evaluator
     from keras_rnnlm.runs import open_run
 
     r = dynamic_evaluate_run(

@@ -16,7 +16,7 @@ from keras_rnnlm.config import ModelConfig
 from keras_rnnlm.evaluation.dynamic import PRESETS
 from keras_rnnlm.evaluation.dynamic import DynamicEvaluator
 from keras_rnnlm.evaluation.dynamic import gradient_statistics
-from keras_rnnlm.evaluator import Evaluator
+from keras_rnnlm.evaluation.static import Evaluator
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models.state import reset_states
 from keras_rnnlm.models.weights import copy_weights

@@ -1,6 +1,8 @@
 import math
+import os
 
 import numpy as np
+import pytest
 from keras import ops
 
 from keras_rnnlm.config import ModelConfig
@@ -122,3 +124,16 @@ def test_rank_of_float32_log_softmax_with_a_large_mean_direction():
     s = np.linalg.svd(logp, compute_uv=False)
     old_tol = s[0] * max(n, v) * np.finfo(np.float32).eps
     assert (s > old_tol).sum() < d + 2  # what the old default reported
+
+
+def test_ensemble_of_a_run_without_weights_is_a_clear_error(
+    tiny_run, tmp_path
+):
+    import shutil
+
+    from keras_rnnlm.evaluation.ensemble import ensemble_evaluate_runs
+
+    for name in ("config.json", "vocab.json"):
+        shutil.copy(os.path.join(tiny_run, name), tmp_path / name)
+    with pytest.raises(FileNotFoundError, match="not finished an epoch"):
+        ensemble_evaluate_runs([tiny_run, str(tmp_path)])

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from keras import ops
 
 from keras_rnnlm.config import ModelConfig
-from keras_rnnlm.evaluator import Evaluator
+from keras_rnnlm.evaluation.static import Evaluator
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import copy_weights
 
@@ -67,7 +67,7 @@ def test_auto_jit_compile_follows_the_loop_split(monkeypatch):
     loops can run as concurrent row blocks; explicit values are kept."""
     import keras
 
-    from keras_rnnlm.evaluator import eval_jit_compile
+    from keras_rnnlm.evaluation.static import eval_jit_compile
     from keras_rnnlm.loops import loop_parts
 
     assert eval_jit_compile(False, 1) is False
@@ -119,8 +119,8 @@ def test_the_xla_multi_window_step_gives_the_plain_steps_result(
 def test_auto_steps_per_execution_follows_the_xla_step(monkeypatch):
     import keras
 
-    from keras_rnnlm.evaluator import STEPS_PER_EXECUTION
-    from keras_rnnlm.evaluator import eval_steps_per_execution
+    from keras_rnnlm.evaluation.static import STEPS_PER_EXECUTION
+    from keras_rnnlm.evaluation.static import eval_steps_per_execution
     from keras_rnnlm.loops import loop_parts
 
     assert eval_steps_per_execution(4, "auto", 1) == 4
@@ -210,7 +210,7 @@ def test_the_xla_window_loop_takes_the_chunks_offsets_as_inputs():
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "32", True])
 def test_a_bad_steps_per_execution_is_a_clear_error(bad):
-    from keras_rnnlm.evaluator import window_loop_size
+    from keras_rnnlm.evaluation.static import window_loop_size
 
     with pytest.raises(ValueError, match="steps_per_execution"):
         window_loop_size(bad)

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from keras_rnnlm.evaluation.cache_pointer import CacheConfig
+from keras_rnnlm.cache_pointer import CacheConfig
 from keras_rnnlm.export.stream_cache import StepCache
 
 TOL = 1e-4

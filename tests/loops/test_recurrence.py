@@ -6,7 +6,7 @@ import pytest
 from keras import ops
 
 from keras_rnnlm.config import ModelConfig
-from keras_rnnlm.evaluator import Evaluator
+from keras_rnnlm.evaluation.static import Evaluator
 from keras_rnnlm.layers import LSTM
 from keras_rnnlm.layers.major_minor_lstm import MajorMinorLSTM
 from keras_rnnlm.layers.multicell_lstm import MultiCellLSTM

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from run_dirs import write_random_run
 
+from keras_rnnlm.cache_pointer import CacheConfig
 from keras_rnnlm.config import ModelConfig
 from keras_rnnlm.config import RunConfig
 from keras_rnnlm.data.sentences import sentence_starts
 from keras_rnnlm.data.vocabulary import Vocabulary
-from keras_rnnlm.evaluation.cache_pointer import CacheConfig
-from keras_rnnlm.evaluation.cache_pointer import CacheEvaluator
-from keras_rnnlm.evaluator import Evaluator
+from keras_rnnlm.evaluation.cache import CacheEvaluator
+from keras_rnnlm.evaluation.static import Evaluator
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import copy_weights
 from keras_rnnlm.scoring import Scorer
@@ -72,7 +72,7 @@ def _flat(scores):
 def test_document_of_a_sentence_level_run_equals_the_evaluators(
     context, tiny_corpus_dir, tmp_path
 ):
-    from keras_rnnlm.runs import make_evaluator
+    from keras_rnnlm.evaluation.static import make_evaluator
     from keras_rnnlm.runs import sentence_starts_of
 
     config = _run_config(tiny_corpus_dir, context=context, out=tmp_path)

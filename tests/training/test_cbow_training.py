@@ -9,8 +9,8 @@ from keras import ops
 
 from keras_rnnlm.config import apply_overrides
 from keras_rnnlm.data.documents import corpus_idf
+from keras_rnnlm.evaluation.static import evaluate_run
 from keras_rnnlm.models import build_language_model
-from keras_rnnlm.runs import evaluate_run
 from keras_rnnlm.runs import load_run_corpus
 from keras_rnnlm.training import train
 

@@ -12,7 +12,7 @@ from keras_rnnlm.config import ModelConfig
 from keras_rnnlm.config import apply_overrides
 from keras_rnnlm.data.sentences import sentence_starts
 from keras_rnnlm.data.vocabulary import Vocabulary
-from keras_rnnlm.evaluator import Evaluator
+from keras_rnnlm.evaluation.static import Evaluator
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import copy_weights
 from keras_rnnlm.training import train

@@ -9,7 +9,7 @@ import pytest
 
 from keras_rnnlm.callbacks import TrainingDivergedError
 from keras_rnnlm.config import apply_overrides
-from keras_rnnlm.runs import evaluate_run
+from keras_rnnlm.evaluation.static import evaluate_run
 from keras_rnnlm.training import prepare_run
 from keras_rnnlm.training import train
 

@@ -11,6 +11,12 @@ import numpy as np
 from keras_rnnlm.callbacks.base import StatefulCallback
 from keras_rnnlm.callbacks.base import host_value
 from keras_rnnlm.callbacks.base import sync_model_state
+from keras_rnnlm.runs import BEST_FILE
+from keras_rnnlm.runs import BEST_WEIGHTS_FILE
+from keras_rnnlm.runs import CHECKPOINT_DIR
+from keras_rnnlm.runs import CHECKPOINT_STATE_FILE
+from keras_rnnlm.runs import CHECKPOINT_WEIGHTS_FILE
+from keras_rnnlm.runs import PARTIAL_STATE_FILE
 from keras_rnnlm.runs import atomic_write_text
 from keras_rnnlm.runs import is_writer
 from keras_rnnlm.runs import local_scope
@@ -74,7 +80,7 @@ class BestCheckpoint(StatefulCallback):
 
     @property
     def path(self):
-        return os.path.join(self.directory, "best.weights.h5")
+        return os.path.join(self.directory, BEST_WEIGHTS_FILE)
 
     def on_epoch_end(self, epoch, logs=None):
         value = (logs or {}).get(self.monitor)
@@ -91,7 +97,7 @@ class BestCheckpoint(StatefulCallback):
                     self.model.save_weights(tmp)
                 os.replace(tmp, self.path)
                 atomic_write_text(
-                    os.path.join(self.directory, "best.json"),
+                    os.path.join(self.directory, BEST_FILE),
                     json.dumps(
                         {"epoch": epoch, self.monitor: self.best}, indent=2
                     ),
@@ -208,7 +214,7 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         every_minutes=None,
     ):
         super().__init__()
-        self.directory = os.path.join(directory, "checkpoint")
+        self.directory = os.path.join(directory, CHECKPOINT_DIR)
         self.callbacks = list(callbacks)
         self.stream = stream
         self.every_steps = None if every_steps is None else int(every_steps)
@@ -233,15 +239,15 @@ class TrainingCheckpoint(keras.callbacks.Callback):
 
     @property
     def weights_path(self):
-        return os.path.join(self.directory, "last.weights.h5")
+        return os.path.join(self.directory, CHECKPOINT_WEIGHTS_FILE)
 
     @property
     def state_path(self):
-        return os.path.join(self.directory, "state.json")
+        return os.path.join(self.directory, CHECKPOINT_STATE_FILE)
 
     @property
     def partial_state_path(self):
-        return os.path.join(self.directory, "partial.json")
+        return os.path.join(self.directory, PARTIAL_STATE_FILE)
 
     def _stateful(self):
         return [c for c in self.callbacks if isinstance(c, StatefulCallback)]

@@ -13,6 +13,9 @@ import keras
 
 from keras_rnnlm._version import PACKAGE_DIR
 from keras_rnnlm._version import __version__
+from keras_rnnlm.runs import LEARNING_CURVE_FILE
+from keras_rnnlm.runs import METADATA_FILE
+from keras_rnnlm.runs import METADATA_LOG_FILE
 from keras_rnnlm.runs import atomic_write_text
 from keras_rnnlm.runs import is_writer
 
@@ -74,10 +77,10 @@ class RunMetadata(keras.callbacks.Callback):
         os.makedirs(self.directory, exist_ok=True)
         meta = run_metadata(self.config_dict, self.extra)
         atomic_write_text(
-            os.path.join(self.directory, "run.json"),
+            os.path.join(self.directory, METADATA_FILE),
             json.dumps(meta, indent=2),
         )
-        with open(os.path.join(self.directory, "runs.jsonl"), "a") as f:
+        with open(os.path.join(self.directory, METADATA_LOG_FILE), "a") as f:
             f.write(json.dumps(meta) + "\n")
 
 
@@ -103,7 +106,7 @@ class LearningCurve(keras.callbacks.Callback):
         history = self.checkpoint.history if self.checkpoint else None
         plot_learning_curve(
             history or self._history,
-            os.path.join(self.directory, "learning_curve.png"),
+            os.path.join(self.directory, LEARNING_CURVE_FILE),
         )
 
 

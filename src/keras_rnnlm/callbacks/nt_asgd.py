@@ -38,6 +38,7 @@ from keras import ops
 
 from keras_rnnlm.callbacks.base import StatefulCallback
 from keras_rnnlm.callbacks.base import sync_model_state
+from keras_rnnlm.runs import CHECKPOINT_DIR
 from keras_rnnlm.runs import is_writer
 
 DEFAULT_NONMONO = 5  # the reference code's default interval
@@ -134,7 +135,9 @@ class NTASGD(StatefulCallback):
 
     def on_train_begin(self, logs=None):
         if self._average is None and self.average_file and self.n_averaged:
-            path = os.path.join(self.directory, "checkpoint", self.average_file)
+            path = os.path.join(
+                self.directory, CHECKPOINT_DIR, self.average_file
+            )
             with np.load(path) as f:
                 self._average = [
                     ops.convert_to_tensor(f[f"w{i}"])
@@ -203,7 +206,7 @@ class NTASGD(StatefulCallback):
     def _save_average(self, epoch):
         if self._average is None:
             return
-        directory = os.path.join(self.directory, "checkpoint")
+        directory = os.path.join(self.directory, CHECKPOINT_DIR)
         name = f"nt_asgd_average.e{epoch}.npz"
         if not is_writer():  # process 0 of several writes
             self.average_file = name

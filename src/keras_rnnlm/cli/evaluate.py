@@ -11,22 +11,22 @@ from keras_rnnlm.analysis.feature_masking import DEFAULT_PS
 from keras_rnnlm.analysis.feature_masking import feature_masking
 from keras_rnnlm.analysis.feature_masking import plot_curves
 from keras_rnnlm.analysis.feature_masking import write_csv
+from keras_rnnlm.cache_pointer import CacheConfig
 from keras_rnnlm.cli.errors import UsageError
 from keras_rnnlm.cli.train import add_command
 from keras_rnnlm.cli.train import options_of
-from keras_rnnlm.evaluation.cache_pointer import DEFAULT_LAMBDAS
-from keras_rnnlm.evaluation.cache_pointer import DEFAULT_THETAS
-from keras_rnnlm.evaluation.cache_pointer import DEFAULT_WINDOWS
-from keras_rnnlm.evaluation.cache_pointer import CacheConfig
-from keras_rnnlm.evaluation.cache_pointer import cache_evaluate_run
-from keras_rnnlm.evaluation.cache_pointer import tune_cache_run
+from keras_rnnlm.evaluation.cache import DEFAULT_LAMBDAS
+from keras_rnnlm.evaluation.cache import DEFAULT_THETAS
+from keras_rnnlm.evaluation.cache import DEFAULT_WINDOWS
+from keras_rnnlm.evaluation.cache import cache_evaluate_run
+from keras_rnnlm.evaluation.cache import tune_cache_run
 from keras_rnnlm.evaluation.dynamic import PRESETS
 from keras_rnnlm.evaluation.dynamic import STATISTICS
 from keras_rnnlm.evaluation.dynamic import VARIANTS
 from keras_rnnlm.evaluation.dynamic import dynamic_evaluate_run
 from keras_rnnlm.evaluation.ensemble import ensemble_evaluate_runs
 from keras_rnnlm.evaluation.rank import output_rank
-from keras_rnnlm.runs import evaluate_run
+from keras_rnnlm.evaluation.static import evaluate_run
 
 SPLITS = ("train", "valid", "test")
 # Options passed on under their own names.
@@ -41,7 +41,7 @@ FEATURE_MASKING_OPTIONS = (
 
 def cache_setting(text):
     """argparse type of ``--cache``: a preset (ptb, wt2) or
-    window=W,theta=T,lambda=L (see keras_rnnlm.evaluation.cache_pointer)."""
+    window=W,theta=T,lambda=L (see keras_rnnlm.cache_pointer)."""
     try:
         return CacheConfig.parse(text)
     except ValueError as e:

@@ -13,7 +13,7 @@ sliced from a tensor.
 
 For a plain evaluation stream (fixed windows, padded to one width, no
 extra inputs) the windows are slices of the stream array, so the
-:class:`~keras_rnnlm.evaluator.Evaluator` hands the compiled step a
+:class:`~keras_rnnlm.evaluation.static.Evaluator` hands the compiled step a
 *chunk* of the array (:func:`window_chunks`), and the step cuts each
 window from it (:func:`cut_window`): no iterator, no Python per window.
 The batches are :class:`LMSequence`'s own, element by element.

@@ -1,8 +1,17 @@
-"""Evaluators beyond the static one: dynamic evaluation (Krause et al.
-2018), ensembles and the output-rank analysis. The static evaluator is
-:class:`keras_rnnlm.evaluator.Evaluator`, re-exported here."""
+"""Evaluation of language models: the static evaluator
+(:mod:`~keras_rnnlm.evaluation.static`: exact perplexity of a split, and
+the evaluation of a run), dynamic evaluation (Krause et al. 2018,
+:mod:`~keras_rnnlm.evaluation.dynamic`), the continuous cache
+(:mod:`~keras_rnnlm.evaluation.cache`), ensembles
+(:mod:`~keras_rnnlm.evaluation.ensemble`) and the output-rank analysis
+(:mod:`~keras_rnnlm.evaluation.rank`).
 
-from keras_rnnlm.evaluation.dynamic import DynamicEvaluator
-from keras_rnnlm.evaluator import Evaluator
+Only the static evaluator, which training uses, is imported here: the
+other modules sit above training and are imported by their own names.
+"""
 
-__all__ = ["DynamicEvaluator", "Evaluator"]
+from keras_rnnlm.evaluation.static import Evaluator
+from keras_rnnlm.evaluation.static import evaluate_run
+from keras_rnnlm.evaluation.static import make_evaluator
+
+__all__ = ["Evaluator", "evaluate_run", "make_evaluator"]

@@ -74,17 +74,18 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_rnnlm.cache_pointer import CacheStream
+from keras_rnnlm.cache_pointer import keyed_model
 from keras_rnnlm.data.sentences import lm_sequence
-from keras_rnnlm.evaluation.cache_pointer import CacheEvaluator
-from keras_rnnlm.evaluation.cache_pointer import CacheStream
-from keras_rnnlm.evaluation.cache_pointer import keyed_model
-from keras_rnnlm.evaluator import Evaluator
-from keras_rnnlm.evaluator import safe_exp
+from keras_rnnlm.evaluation.cache import CacheEvaluator
+from keras_rnnlm.evaluation.static import Evaluator
+from keras_rnnlm.evaluation.static import safe_exp
 from keras_rnnlm.metrics import token_nll
 from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.state import reset_states
 from keras_rnnlm.models.weights import copy_weights
 from keras_rnnlm.models.weights import load_weights_file
+from keras_rnnlm.runs import DYNAMIC_EVAL_FILE
 from keras_rnnlm.runs import atomic_write_text
 from keras_rnnlm.runs import open_run
 from keras_rnnlm.runs import run_sentence_starts
@@ -243,7 +244,7 @@ def _mean_loss(total, count):
 
 def _split_outputs(out):
     """``(logits, keys)`` of a model's output: a keyed model
-    (:func:`~keras_rnnlm.evaluation.cache_pointer.keyed_model`) returns
+    (:func:`~keras_rnnlm.cache_pointer.keyed_model`) returns
     both, a plain model only the logits (``keys=None``)."""
     if isinstance(out, (list, tuple)):
         return out[0], out[1]
@@ -527,7 +528,7 @@ class DynamicEvaluator:
         sentence_starts: a sentence-level model (``data.state_reset =
             "sentence"``): ``starts(ids)``, where the sentences of a
             split start; both models read the reset mask (as the
-            :class:`~keras_rnnlm.evaluator.Evaluator`'s), so the
+            :class:`~keras_rnnlm.evaluation.static.Evaluator`'s), so the
             recurrent state starts again at every sentence while the
             weights keep adapting.
 
@@ -722,8 +723,8 @@ class DynamicEvaluator:
             restore: put the weights taken at the start (theta0) back
                 afterwards; else the adapted weights stay in ``model``.
             verbose: 1 prints progress.
-            cache: a :class:`~keras_rnnlm.evaluation.cache_pointer.
-                CacheConfig`: the continuous cache on the adapted model
+            cache: a :class:`~keras_rnnlm.cache_pointer.CacheConfig`:
+                the continuous cache on the adapted model
                 (each segment's keys and probabilities are taken before
                 the update that has seen it; segments of ``bptt``).
 
@@ -840,9 +841,9 @@ def dynamic_evaluate_run(
             ``RUN_DIR/dynamic_eval_{split}.json``).
         write: write the JSON result.
         jit_compile: XLA-compile the TensorFlow steps.
-        cache: a :class:`~keras_rnnlm.evaluation.cache_pointer.
-            CacheConfig`: the cache on the adapted model (and, with
-            ``static``, on the static model too: ``static_cache``).
+        cache: a :class:`~keras_rnnlm.cache_pointer.CacheConfig`: the
+            cache on the adapted model (and, with ``static``, on the
+            static model too: ``static_cache``).
         **hyperparameters: :class:`DynamicEvaluator` arguments overriding
             the preset (``None`` values are ignored).
 
@@ -899,7 +900,8 @@ def dynamic_evaluate_run(
             cev.load_weights(weights)
             result["static_cache"] = cev.evaluate(scored, cache)
     if write:
-        output = output or os.path.join(run_dir, f"dynamic_eval_{split}.json")
+        name = DYNAMIC_EVAL_FILE.format(split=split)
+        output = output or os.path.join(run_dir, name)
         atomic_write_text(output, json.dumps(result, indent=2))
         result["output"] = output
     return result

@@ -10,17 +10,17 @@ window, validation batch 10 / test batch 1). Computed in log space:
 """
 
 import math
-import os
 
 import numpy as np
 from keras import ops
 
 from keras_rnnlm.data.streams import LMSequence
-from keras_rnnlm.evaluator import safe_exp
+from keras_rnnlm.evaluation.static import safe_exp
 from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.state import reset_states
 from keras_rnnlm.runs import load_run
 from keras_rnnlm.runs import load_run_corpus
+from keras_rnnlm.runs import run_weights
 
 
 def _log_softmax(x):
@@ -84,7 +84,7 @@ def ensemble_evaluate_runs(run_dirs, split="test", batch_size=None, bptt=None):
         config, vocab = load_run(run_dir)
         if corpus is None:
             corpus, first = load_run_corpus(config, vocab), config
-        members.append((config.model, os.path.join(run_dir, "best.weights.h5")))
+        members.append((config.model, run_weights(run_dir)))
     d = first.data
     if batch_size is None:
         batch_size = (

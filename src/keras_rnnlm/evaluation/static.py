@@ -1,4 +1,5 @@
-"""The one evaluator: exact perplexity / BPC of a token stream.
+"""The static evaluator: exact perplexity / BPC of a token stream, and
+the evaluation of a run.
 
 An :class:`Evaluator` owns an evaluation model built from the run's model
 config with its own batch size (AWD-LSTM validates with batch 10 and tests
@@ -8,9 +9,15 @@ resets the recurrent state, and streams the split through it in windows of
 is the token-weighted mean over every predicted token (the first token of
 each of the ``batch_size`` streams is context only, and fewer than
 ``batch_size`` trailing tokens are dropped by batchification).
+
+:func:`make_evaluator` builds the Evaluator of a run's config and corpus;
+:func:`evaluate_run` evaluates a run directory's best (or given) weights
+and writes its ``results.json`` and ``model.keras``.
 """
 
+import json
 import math
+import os
 
 import keras
 from keras import backend
@@ -28,6 +35,15 @@ from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.state import reset_states
 from keras_rnnlm.models.weights import copy_weights
 from keras_rnnlm.models.weights import load_weights_file
+from keras_rnnlm.runs import MODEL_FILE
+from keras_rnnlm.runs import RESULTS_FILE
+from keras_rnnlm.runs import atomic_write_text
+from keras_rnnlm.runs import is_writer
+from keras_rnnlm.runs import load_run
+from keras_rnnlm.runs import load_run_corpus
+from keras_rnnlm.runs import local_scope
+from keras_rnnlm.runs import run_sentence_starts
+from keras_rnnlm.runs import run_weights
 
 
 def eval_jit_compile(jit_compile, batch_size):
@@ -290,3 +306,84 @@ class Evaluator:
             tf.while_loop(lambda i: i < count, body, (tf.constant(0),))
 
         return tf.function(loop, jit_compile=self._jit, autograph=False)
+
+
+def make_evaluator(config, corpus, batch_size, bptt=None, **kwargs):
+    """The run's Evaluator for one batch size (and window); ``kwargs``
+    go to :class:`Evaluator`. With ``data.state_reset = "sentence"`` it
+    resets the state at every sentence start
+    (:func:`~keras_rnnlm.runs.run_sentence_starts`)."""
+    kwargs.setdefault("sentence_starts", run_sentence_starts(config, corpus))
+    return Evaluator(
+        config.model,
+        len(corpus.vocab),
+        batch_size,
+        bptt or config.data.eval_bptt or config.data.bptt,
+        char_level=corpus.is_char_level,
+        jit_compile=config.train.jit_compile,
+        **kwargs,
+    )
+
+
+def evaluate_run(
+    run_dir,
+    splits=("valid", "test"),
+    batch_sizes=None,
+    bptt=None,
+    weights=None,
+    config=None,
+    corpus=None,
+    write=True,
+):
+    """Evaluates a run's best (or given) weights on its corpus splits.
+
+    Args:
+        run_dir: the run directory.
+        splits: split names.
+        batch_sizes: dict split -> batch size (default: the run's
+            ``eval_batch_size`` for valid, ``test_batch_size`` for test).
+        bptt: evaluation window (default: the run's).
+        weights: a ``.weights.h5`` file (default: ``best.weights.h5``).
+        config, corpus: the run's, if already loaded.
+        write: write ``results.json`` and ``model.keras``.
+    """
+    if config is None:
+        config, vocab = load_run(run_dir)
+    else:
+        vocab = None
+    d = config.data
+    if corpus is None:
+        corpus = load_run_corpus(config, vocab)
+    weights = run_weights(run_dir, weights)
+    defaults = {
+        "train": d.batch_size,
+        "valid": d.eval_batch_size or d.batch_size,
+        "test": d.test_batch_size,
+    }
+    batch_sizes = {**defaults, **(batch_sizes or {})}
+    results = {"weights": weights}
+    for split in splits:
+        ev = make_evaluator(config, corpus, batch_sizes[split], bptt)
+        ev.load_weights(weights)
+        r = ev.evaluate(corpus.split(split))
+        results[split] = {**r, "batch_size": batch_sizes[split]}
+        line = f"{split}: ppl {r['ppl']:.2f}"
+        if "bpc" in r:
+            line += f", bpc {r['bpc']:.4f}"
+        print(f"{line} ({r['tokens']} tokens, batch {batch_sizes[split]})")
+    if write and is_writer():
+        _write_results(run_dir, config, corpus, weights, results)
+    return results
+
+
+def _write_results(run_dir, config, corpus, weights, results):
+    with local_scope():
+        atomic_write_text(
+            os.path.join(run_dir, RESULTS_FILE),
+            json.dumps(results, indent=2),
+        )
+        stateless = build_language_model(
+            config.model, len(corpus.vocab), None, stateful=False
+        )
+        stateless.load_weights(weights)
+        stateless.save(os.path.join(run_dir, MODEL_FILE))

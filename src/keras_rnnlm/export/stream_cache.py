@@ -2,7 +2,7 @@
 
 Grave, Joulin & Usunier, "Improving Neural Language Models with a
 Continuous Cache" (arXiv:1612.04426), as in
-:mod:`keras_rnnlm.evaluation.cache_pointer`: the model's distribution is
+:mod:`keras_rnnlm.cache_pointer`: the model's distribution is
 mixed with one over the words that followed the most similar recent
 positions, the similarity being ``theta h_t . h_i`` between the keys (the
 last recurrent layer's outputs). The exported graph is stateless, so the
@@ -22,7 +22,7 @@ keys of each input next to ``log_probs`` and the states, and
 Feeding ``<eos>`` (``bos_ids``) then a text in any pieces gives the
 probabilities :meth:`Scorer.continue_
 <keras_rnnlm.scoring.Scorer.continue_>` gives with a
-:class:`~keras_rnnlm.evaluation.cache_pointer.CacheStream` (tested).
+:class:`~keras_rnnlm.cache_pointer.CacheStream` (tested).
 
 Each position's distribution is known when it is fed, but the word that
 follows it (its value in the memory, the target it is scored on) comes
@@ -35,9 +35,9 @@ stream, which has none, is not scored).
 import numpy as np
 from keras import ops
 
-from keras_rnnlm.evaluation.cache_pointer import CacheConfig
-from keras_rnnlm.evaluation.cache_pointer import CacheStream
-from keras_rnnlm.evaluation.cache_pointer import cache_log_distribution
+from keras_rnnlm.cache_pointer import CacheConfig
+from keras_rnnlm.cache_pointer import CacheStream
+from keras_rnnlm.cache_pointer import cache_log_distribution
 
 
 class StepCache:
@@ -45,7 +45,7 @@ class StepCache:
     ``step_with_keys``.
 
     Args:
-        cache: a :class:`~keras_rnnlm.evaluation.cache_pointer.CacheConfig`
+        cache: a :class:`~keras_rnnlm.cache_pointer.CacheConfig`
             or its text (``"ptb"``, ``"window=W,theta=T,lambda=L"``).
         key_dim: the size of a key (``"key_dim"`` in the export's
             ``assets/keras_rnnlm.json``).
@@ -111,7 +111,7 @@ class StepCache:
     def next_log_probs(self):
         """The mixed distribution after the last input fed, ln p ``(B,
         V)`` (the memory is not changed). Builds a ``W x V`` one-hot
-        matrix (:func:`~keras_rnnlm.evaluation.cache_pointer.
+        matrix (:func:`~keras_rnnlm.cache_pointer.
         cache_log_distribution`)."""
         if self._last_key is None:
             raise ValueError("feed a call to score() first")

@@ -6,9 +6,9 @@
   derived from any builder model (also what is exported).
 - :mod:`keras_rnnlm.scoring.nbest`: N-best lists, rescoring, WER.
 
-Names are imported lazily so that the command line (which registers its
-``score``/``rescore``/``export`` verbs from
-:mod:`keras_rnnlm.scoring.commands`) starts without loading Keras.
+Names are imported lazily, on first use: importing the package, or only
+:mod:`~keras_rnnlm.scoring.nbest` (N-best lists and WER, no model), does
+not load the scorer and its model stack.
 """
 
 import importlib

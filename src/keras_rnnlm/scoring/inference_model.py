@@ -47,6 +47,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_rnnlm.cache_pointer import cache_keys
 from keras_rnnlm.loops.recurrence import set_forward_only
 
 # is_recurrent_layer: also keras_rnnlm.scoring.is_recurrent_layer.
@@ -173,13 +174,11 @@ class InferenceModel:
     def keyed_model(self):
         """The graph with the cache keys (the last recurrent layer's output
         sequence, ``(batch, time, key_dim)``: what the output head reads,
-        see :mod:`keras_rnnlm.evaluation.cache_pointer`) as a second
+        see :mod:`keras_rnnlm.cache_pointer`) as a second
         output: ``[logits, keys, *final_states]``, sharing the layers."""
         keyed = getattr(self, "_keyed", None)
         if keyed is None:
-            keys = outer_recurrent_layers(self.model)[-1].output
-            if isinstance(keys, (list, tuple)):
-                keys = keys[0]
+            keys = cache_keys(self.model)
             out = self.model.outputs
             keyed = keras.Model(self.model.inputs, [out[0], keys, *out[1:]])
             self._keyed = keyed

@@ -45,16 +45,17 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_rnnlm.cache_pointer import CacheStream
 from keras_rnnlm.data.errors import OOVError
 from keras_rnnlm.data.errors import UnknownCorpusError
 from keras_rnnlm.data.registry import CORPORA
 from keras_rnnlm.data.registry import get_corpus_spec
 from keras_rnnlm.data.sentences import sentence_rule
 from keras_rnnlm.data.sentences import sentence_starts
-from keras_rnnlm.evaluation.cache_pointer import CacheStream
 from keras_rnnlm.metrics import token_nll
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.runs import load_run
+from keras_rnnlm.runs import run_weights
 from keras_rnnlm.scoring.inference_model import InferenceModel
 from keras_rnnlm.scoring.inference_model import build_inference_model
 from keras_rnnlm.scoring.tokenization import Tokenization
@@ -246,22 +247,11 @@ class Scorer:
     # ----------------------------------------------------------- loading
     @classmethod
     def from_run(cls, run_dir, weights=None, **kwargs):
-        """A scorer for a run directory's best (or given) weights."""
-
-        if not os.path.isdir(run_dir):
-            raise FileNotFoundError(f"No run directory at {run_dir!r}")
-        for name in ("config.json", "vocab.json"):
-            if not os.path.exists(os.path.join(run_dir, name)):
-                raise FileNotFoundError(
-                    f"{run_dir!r} is not a run directory: no {name}"
-                )
+        """A scorer for a run directory's best (or given) weights.
+        Raises FileNotFoundError where :func:`~keras_rnnlm.runs.load_run`
+        or :func:`~keras_rnnlm.runs.run_weights` does."""
         config, vocab = load_run(run_dir)
-        weights = weights or os.path.join(run_dir, "best.weights.h5")
-        if not os.path.exists(weights):
-            raise FileNotFoundError(
-                f"No weights at {weights!r}: the run has not finished an "
-                "epoch (or pass weights=...)"
-            )
+        weights = run_weights(run_dir, weights)
         policy = keras.config.dtype_policy()
         keras.config.set_dtype_policy("float32")  # score in float32
         try:
@@ -359,7 +349,7 @@ class Scorer:
         strings; ``eos=True`` ends the segment with ``<eos>``. Scoring a
         document in segments with the carried state gives the same token
         scores as scoring it whole. ``cache``: a
-        :class:`~keras_rnnlm.evaluation.cache_pointer.CacheStream` (see
+        :class:`~keras_rnnlm.cache_pointer.CacheStream` (see
         :meth:`cache_stream`) whose memory follows the stream: the
         segment is scored with the continuous cache and added to it.
         With :attr:`sentence_reset`, the recurrent states go back to their
@@ -401,9 +391,9 @@ class Scorer:
     # --------------------------------------------------------- documents
     def cache_stream(self, cache):
         """An empty continuous cache for one stream: ``cache`` a
-        :class:`~keras_rnnlm.evaluation.cache_pointer.CacheConfig`; its
+        :class:`~keras_rnnlm.cache_pointer.CacheConfig`; its
         keys are the last recurrent layer's outputs (see
-        :mod:`keras_rnnlm.evaluation.cache_pointer`)."""
+        :mod:`keras_rnnlm.cache_pointer`)."""
         return CacheStream(cache, self._keyed_graph().outputs[1].shape[-1])
 
     def score_document(self, lines, cache=None, bos=True, eos=True):
@@ -420,7 +410,7 @@ class Scorer:
         applies to the document's first line (later lines continue from
         the previous one, as in the training stream, where every line
         follows an ``<eos>``). ``cache``: a
-        :class:`~keras_rnnlm.evaluation.cache_pointer.CacheConfig` (e.g.
+        :class:`~keras_rnnlm.cache_pointer.CacheConfig` (e.g.
         ``CacheConfig.parse("ptb")``); without it the scores are those of
         :meth:`begin` / :meth:`continue_`.
         """

@@ -23,12 +23,15 @@ import os
 
 from keras_rnnlm.callbacks.nt_asgd import nonmono_interval
 from keras_rnnlm.config import apply_overrides
+from keras_rnnlm.runs import BEST_FILE
+from keras_rnnlm.runs import BEST_WEIGHTS_FILE
+from keras_rnnlm.runs import FINETUNE_DIR
 from keras_rnnlm.runs import load_run
 from keras_rnnlm.training.trainer import train
 
 
 def _best_val(run_dir):
-    with open(os.path.join(run_dir, "best.json")) as f:
+    with open(os.path.join(run_dir, BEST_FILE)) as f:
         return float(json.load(f)["val_loss"])
 
 
@@ -42,13 +45,13 @@ def finetune(run_dir, rounds=1, overrides=(), resume=True):
     """
     config, _ = load_run(run_dir)
     previous = _best_val(run_dir)
-    start = os.path.join(run_dir, "best.weights.h5")
+    start = os.path.join(run_dir, BEST_WEIGHTS_FILE)
     out = []
     nonmono = nonmono_interval(config.train.nt_asgd_nonmono)
     for k in range(1, rounds + 1):
         t = dataclasses.replace(
             config.train,
-            out_dir=os.path.join(run_dir, f"finetune{k}"),
+            out_dir=os.path.join(run_dir, FINETUNE_DIR.format(round=k)),
             nt_asgd_nonmono=nonmono,
             nt_asgd_from_start=True,
             stop_on_nonmono=True,
@@ -72,5 +75,5 @@ def finetune(run_dir, rounds=1, overrides=(), resume=True):
             print(f"Finetuning round {k} did not improve: stopping")
             break
         previous = best
-        start = os.path.join(cfg.train.out_dir, "best.weights.h5")
+        start = os.path.join(cfg.train.out_dir, BEST_WEIGHTS_FILE)
     return out

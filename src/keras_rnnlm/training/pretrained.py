@@ -16,6 +16,7 @@ import os
 
 from keras_rnnlm.data.word2vec import save_word2vec
 from keras_rnnlm.data.word2vec import train_word2vec
+from keras_rnnlm.runs import WORD2VEC_FILE
 from keras_rnnlm.runs import load_run_corpus
 from keras_rnnlm.training.trainer import check_resumable
 
@@ -26,7 +27,7 @@ TRAIN = "train"
 def run_word2vec_path(config):
     """The word2vec file trained for a run: ``word2vec_<dim>d.bin`` in
     its ``train.out_dir``."""
-    name = f"word2vec_{config.model.embedding_dim}d.bin"
+    name = WORD2VEC_FILE.format(dim=config.model.embedding_dim)
     return os.path.join(config.train.out_dir, name)
 
 

@@ -29,6 +29,8 @@ from keras_rnnlm.config import load_config
 from keras_rnnlm.data.documents import corpus_idf
 from keras_rnnlm.data.fit_data import fit_data
 from keras_rnnlm.data.sentences import lm_sequence
+from keras_rnnlm.evaluation.static import evaluate_run
+from keras_rnnlm.evaluation.static import make_evaluator
 from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
 from keras_rnnlm.models import build_language_model
@@ -44,12 +46,11 @@ from keras_rnnlm.optimizers import SGD
 from keras_rnnlm.runs import CHECKPOINT_DIR
 from keras_rnnlm.runs import CONFIG_FILE
 from keras_rnnlm.runs import LOG_FILE
+from keras_rnnlm.runs import TENSORBOARD_DIR
 from keras_rnnlm.runs import VOCAB_FILE
 from keras_rnnlm.runs import atomic_write_text
-from keras_rnnlm.runs import evaluate_run
 from keras_rnnlm.runs import is_writer
 from keras_rnnlm.runs import load_run_corpus
-from keras_rnnlm.runs import make_evaluator
 from keras_rnnlm.runs import run_sentence_starts
 from keras_rnnlm.training.distribute import barrier
 from keras_rnnlm.training.distribute import distribution_scope
@@ -407,4 +408,4 @@ def _tensorboard(config, out):
         import tensorflow  # noqa: F401
     except ImportError:
         return []
-    return [keras.callbacks.TensorBoard(os.path.join(out, "tensorboard"))]
+    return [keras.callbacks.TensorBoard(os.path.join(out, TENSORBOARD_DIR))]
