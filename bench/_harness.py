@@ -436,7 +436,7 @@ def keras_lm_rates(
 
     from keras_rnnlm.data.fit_data import fit_data
     from keras_rnnlm.data.streams import LMSequence
-    from keras_rnnlm.evaluator import Evaluator
+    from keras_rnnlm.evaluation.static import Evaluator
     from keras_rnnlm.models.weights import copy_weights
 
     rng = np.random.default_rng(0)
