@@ -151,6 +151,36 @@ def test_sampled_softmax_config_errors(changes, match):
         build_language_model(dataclasses.replace(cfg, **changes), 40, 2)
 
 
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        ({"hidden_sizes": []}, "model.hidden_sizes must be a non-empty list"),
+        ({"dropout": 1.0}, r"model.dropout must be a number in \[0, 1\)"),
+        ({"dropouti": -0.1}, "model.dropouti must be"),
+        ({"dropouth": 1.5}, "model.dropouth must be"),
+        ({"dropoute": 1.0}, "model.dropoute must be"),
+        ({"weight_dropout": 1.0}, "model.weight_dropout must be"),
+        ({"dropoutl": 2.0}, "model.dropoutl must be"),
+        ({"sampler_power": -0.5}, "model.sampler_power must be a number >= 0"),
+        (
+            {"cell": "mmlstm", "major_proportions": [1.5]},
+            "model.major_proportions must be",
+        ),
+        (
+            {"cell": "mmlstm", "major_proportions": [0.0]},
+            "model.major_proportions must be",
+        ),
+    ],
+)
+def test_the_config_checks_each_field_before_the_builder(changes, match):
+    """A field's own type and range are the config's to check (the builder
+    checks only what ties fields together): a value out of range is
+    refused when the config is made, naming the field."""
+    cfg = ModelConfig(embedding_dim=8, hidden_sizes=[8])
+    with pytest.raises(ConfigError, match=match):
+        dataclasses.replace(cfg, **changes)
+
+
 def test_layer_dropouts_rules():
     from keras_rnnlm.models.builder import layer_dropouts
 

@@ -176,7 +176,11 @@ def context_spec(config):
 
 
 def validate_model_config(config):
-    """Raises ConfigError for inconsistent model settings."""
+    """Raises ConfigError for inconsistent model settings: the names only
+    the builder knows (heads, input encodings, initialisations, context
+    and pretrained specs) and the rules that tie several fields together.
+    Each field's own type and range is checked when the
+    :class:`~keras_rnnlm.config.ModelConfig` is made."""
     context_spec(config)
     pretrained_spec(config)
     if config.head not in HEADS:
@@ -193,8 +197,6 @@ def validate_model_config(config):
             "A one-hot input has no embedding matrix to tie: use "
             "model.head='softmax' with model.input_encoding='one_hot'"
         )
-    if not config.hidden_sizes:
-        raise ConfigError("model.hidden_sizes needs at least one layer")
     if config.head == "tied" and config.hidden_sizes[-1] != (
         config.embedding_dim
     ):
@@ -203,17 +205,6 @@ def validate_model_config(config):
             f"({config.hidden_sizes[-1]}) to equal model.embedding_dim "
             f"({config.embedding_dim})"
         )
-    for key in (
-        "dropout",
-        "dropouti",
-        "dropouth",
-        "dropoute",
-        "weight_dropout",
-        "dropoutl",
-    ):
-        value = getattr(config, key)
-        if value is not None and not 0.0 <= value < 1.0:
-            raise ConfigError(f"model.{key} must be in [0, 1): {value}")
     if config.rnn_init not in RNN_INITS:
         raise ConfigError(
             f"model.rnn_init must be one of {RNN_INITS}: {config.rnn_init!r}"
@@ -244,20 +235,11 @@ def validate_model_config(config):
 
 
 def _validate_sampled_softmax(config):
-    n = config.sampled_softmax
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise ConfigError(
-            f"model.sampled_softmax must be an int >= 0, got {n!r}"
-        )
-    if n and config.head not in ("softmax", "tied"):
+    if config.sampled_softmax and config.head not in ("softmax", "tied"):
         raise ConfigError(
             "model.sampled_softmax needs a single softmax "
             f"(model.head='softmax' or 'tied'), got {config.head!r}: a "
             "mixture normalises each component over the whole vocabulary"
-        )
-    if config.sampler_power < 0:
-        raise ConfigError(
-            f"model.sampler_power must be >= 0, got {config.sampler_power}"
         )
 
 
@@ -283,10 +265,6 @@ def _validate_major_minor(config):
             f"share per layer of {config.hidden_sizes}, got {props!r}"
         )
     for units, r in zip(config.hidden_sizes, props):
-        if not isinstance(r, (int, float)) or not 0.0 < r <= 1.0:
-            raise ConfigError(
-                f"model.major_proportions must be in (0, 1], got {props!r}"
-            )
         if split_units(units, r)[0] < 1:
             raise ConfigError(
                 f"Major share {r} of a layer of {units} leaves no Major unit"
