@@ -1,6 +1,7 @@
-"""The package's layering (pyproject.toml's import-linter contracts):
-imports only point downward, and no module takes part in an import cycle,
-function-local imports included."""
+"""The package's layering (pyproject.toml's import-linter contracts, run
+by ``lint-imports``): imports only point downward, and no import cycle
+joins the modules of any package (``acyclic_siblings``), function-local
+imports included; a function-local import states its reason."""
 
 import ast
 import os
@@ -33,67 +34,6 @@ def test_import_linter_contracts_are_kept():
     assert p.returncode == 0, p.stdout + p.stderr
 
 
-def _cycles(graph):
-    """The strongly connected components (size > 1) of the module graph
-    (Tarjan's algorithm, iterative)."""
-    index, low, on_stack, stack, found = {}, {}, set(), [], []
-    counter = 0
-    for root in sorted(graph.modules):
-        if root in index:
-            continue
-        work = [
-            (root, iter(sorted(graph.find_modules_directly_imported_by(root))))
-        ]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            for child in children:
-                if child not in index:
-                    index[child] = low[child] = counter
-                    counter += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append(
-                        (
-                            child,
-                            iter(
-                                sorted(
-                                    graph.find_modules_directly_imported_by(
-                                        child
-                                    )
-                                )
-                            ),
-                        )
-                    )
-                    break
-                if child in on_stack:
-                    low[node] = min(low[node], index[child])
-            else:
-                work.pop()
-                if work:
-                    parent = work[-1][0]
-                    low[parent] = min(low[parent], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.append(member)
-                        if member == node:
-                            break
-                    if len(component) > 1:
-                        found.append(sorted(component))
-    return found
-
-
-def test_no_module_import_cycle():
-    graph = grimp.build_graph("keras_rnnlm", cache_dir=None)
-    assert _cycles(graph) == []
-
-
 def test_evaluation_package_imports_only_its_lowest_module():
     """``keras_rnnlm.evaluation`` sits in no layer of the contract, and
     importing any of its modules runs it: it imports the static evaluator
@@ -101,17 +41,6 @@ def test_evaluation_package_imports_only_its_lowest_module():
     graph = grimp.build_graph("keras_rnnlm", cache_dir=None)
     imported = graph.find_modules_directly_imported_by("keras_rnnlm.evaluation")
     assert imported == {"keras_rnnlm.evaluation.static"}
-
-
-def test_the_cycle_finder_finds_a_cycle():
-    class Graph:
-        modules = {"a", "b", "c"}
-        edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}}
-
-        def find_modules_directly_imported_by(self, m):
-            return self.edges[m]
-
-    assert _cycles(Graph()) == [["a", "b", "c"]]
 
 
 def _function_local_imports():
