@@ -18,14 +18,14 @@ threads share a few arenas and a buffer freed by one is reused by the
 next. glibc's other settings, its dynamic mmap and trim thresholds
 included, stay as they are.
 
-Measured with ``python bench/malloc_modes.py`` (AWD-LSTM ``cpu`` shape,
-two threads, a 2-core machine, so two arenas; fresh processes of each
-setting, interleaved; each trains 10 timed steps, then evaluates at
-batch 10 and at batch 1; records in ``bench/results/malloc.jsonl``; the
-table and the commands in docs/performance.md, "Several cores"). In two
-runs (three and four processes a setting) batch 1 ran at 1.92x and 1.63x
-glibc's defaults, training at 1.05x and 0.95x, batch 10 at 1.07x and
-0.91x, with the same peak RSS.
+Measured with the ``malloc_modes`` probe (``bench/malloc_modes.py`` at
+commit 1f4ac49; AWD-LSTM ``cpu`` shape, two threads, a 2-core machine,
+so two arenas; fresh processes of each setting, interleaved; each trains
+10 timed steps, then evaluates at batch 10 and at batch 1; records in
+``bench/results/malloc.jsonl``; the table in docs/performance.md, "The
+allocator"). In two runs (three and four processes a setting) batch 1
+ran at 1.92x and 1.63x glibc's defaults, training at 1.05x and 0.95x,
+batch 10 at 1.07x and 0.91x, with the same peak RSS.
 
 Why not one arena for all threads: it fixes batch 1 as well (1.68-1.78x
 over three runs) but made the multi-cell LSTM's evaluation 0.85x glibc's

@@ -21,7 +21,7 @@ number, and is slower than it:
   is one ``ResourceApplyGradientDescent`` per variable with the learning
   rate times the clipping factor as its step: the gradient is read once.
   Measured, one optimizer step of the Zaremba small LSTM's 4.65M
-  parameters on a 2-core machine (``python bench/scaling.py --sizes
+  parameters on a 2-core machine (``python -m bench.scaling --sizes
   small --repeats 2``, its ``optimizer`` part): 5.78 ms at one thread
   and 5.82 ms at two with Keras's SGD, 3.66 and 2.86 ms with this one
   (PyTorch: 1.6-2.1 and 1.2-1.8 ms).

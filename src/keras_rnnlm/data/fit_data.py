@@ -9,7 +9,8 @@ small machine with both cores busy computing, the hand-over waits for a
 core, and a whole ``fit`` pass runs at half speed. Measured on the
 Zaremba small LSTM (2 x 200, batch 20 x 20), 2-core machine, two threads,
 40 batches a pass, three processes of six passes of each feed
-(``python bench/fit_feed.py --processes 3 --passes 6 --threads 2``):
+(the ``fit_feed`` probe, ``bench/fit_feed.py`` at commit 1f4ac49, with
+``--processes 3 --passes 6 --threads 2``; ``bench/results/fit_feed.jsonl``):
 the stream handed to ``fit`` as it is, 6 of 18 passes at half speed (a
 constant 6.2k tok/s); numpy arrays, 5 of 18; :func:`fit_data`, 0 of 18.
 Both autotuning and prefetch injection are turned off.

@@ -49,8 +49,8 @@ DENSE_UP_TO = 256
 #: The export's default ``warmup_max_length``: every bucket of up to 256
 #: steps (sentences, and merged batches of them), so that loading a
 #: version takes seconds, not minutes. The file reaching the whole token
-#: budget (8,192 steps by default) took 70-120 s to replay on a
-#: Zaremba-medium export (``bench/warmup_replay.py``); beyond 256 steps
+#: budget (8,192 steps by default) took over a minute to replay on a
+#: Zaremba-medium export (``python -m bench.warmup_replay``); beyond 256 steps
 #: the default export pays little on a first call, the ``--xla`` export a
 #: compilation per new length (``--warmup-max-length`` raises the cap).
 DEFAULT_WARMUP_MAX_LENGTH = DENSE_UP_TO
