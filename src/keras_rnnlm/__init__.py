@@ -26,11 +26,10 @@ def _register_serializable_classes():
     """Imports every module that registers a Keras-serializable class:
     each module of :mod:`keras_rnnlm.layers` (found by walking the
     package, so a new layer module is registered too), the losses and
-    metrics, the SGD optimizer and the feature-masking layer."""
+    metrics, and the SGD optimizer."""
     import importlib
     import pkgutil
 
-    import keras_rnnlm.analysis.feature_masking  # noqa: F401  (FeatureMask)
     import keras_rnnlm.layers
     import keras_rnnlm.metrics  # noqa: F401  (losses and metrics)
     import keras_rnnlm.optimizers  # noqa: F401  (SGD)

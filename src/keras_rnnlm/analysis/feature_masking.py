@@ -40,11 +40,11 @@ How we read it (the paper gives no code):
   "layer ``i``" mask layer ``i`` identically. ``P = 0`` is exactly the
   static evaluation (the mask is all ones) and is evaluated once.
 
-The masking is a :class:`FeatureMask` layer inserted after each recurrent
-layer of the evaluation model through the builder's
-``recurrent_output_hook``; its mask is a non-trainable variable set before
-each evaluation run, so every model the builder makes is covered and no
-traced step is rebuilt between runs.
+The masking is a :class:`~keras_rnnlm.layers.feature_mask.FeatureMask`
+layer inserted after each recurrent layer of the evaluation model through
+the builder's ``recurrent_output_hook``; its mask is a non-trainable
+variable set before each evaluation run, so every model the builder makes
+is covered and no traced step is rebuilt between runs.
 """
 
 import csv
@@ -56,48 +56,13 @@ import numpy as np
 from keras import ops
 
 from keras_rnnlm.evaluation.static import make_evaluator
+from keras_rnnlm.layers.feature_mask import FeatureMask
 from keras_rnnlm.runs import BEST_WEIGHTS_FILE
 from keras_rnnlm.runs import open_run
 
 #: The paper's P values: 0, 0.05, ..., 0.5.
 DEFAULT_PS = tuple(round(0.05 * k, 2) for k in range(11))
 ALL = "all"
-
-
-@keras.saving.register_keras_serializable(package="keras_rnnlm")
-class FeatureMask(keras.layers.Layer):
-    """Multiplies its input by a fixed per-feature mask.
-
-    The mask is a non-trainable variable of shape ``(features,)``, all
-    ones after building (the identity); :meth:`set_mask` replaces it. It
-    broadcasts over batch and time: one mask for the whole input.
-    """
-
-    def build(self, input_shape):
-        self.mask = self.add_weight(
-            name="mask",
-            shape=(input_shape[-1],),
-            initializer="ones",
-            trainable=False,
-        )
-        self.built = True
-
-    @property
-    def size(self):
-        return int(self.mask.shape[0])
-
-    def call(self, inputs):
-        return inputs * ops.cast(self.mask, inputs.dtype)
-
-    def set_mask(self, mask):
-        self.mask.assign(ops.cast(ops.reshape(mask, (-1,)), self.mask.dtype))
-
-    def clear(self):
-        """Back to the identity (all ones)."""
-        self.mask.assign(ops.ones((self.size,), self.mask.dtype))
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
 
 
 def mask_seed(seed, run, layer):
