@@ -3,9 +3,9 @@
 Times the parts of one training step of a PTB preset model (default: the
 full-size AWD-LSTM, batch 20, bptt 70, every regulariser on), each part
 forward + backward on its own, in both implementations of
-``bench/awd_throughput.py`` (the package's Keras model on TensorFlow; the
-same architecture in PyTorch CPU), each implementation in a fresh
-subprocess with ``--threads`` intra-op threads:
+:mod:`bench.awd_throughput` (the package's Keras model on TensorFlow; the
+same architecture in PyTorch CPU, :mod:`bench.reference.awd_lstm`), each
+implementation in a fresh subprocess with ``--threads`` intra-op threads:
 
 * ``embedding``: lookup + embedding dropout (``dropoute``) + locked
   dropout (``dropouti``), gradient to the embedding matrix;
@@ -31,324 +31,437 @@ Each part is run once untimed, then ``--repeats`` times; the median (ms) is
 reported. Records (kind ``latency``) are appended to
 ``bench/results/awd_profile.jsonl`` (``--out``).
 
-    nice -n 5 python bench/awd_profile.py --models awd_lstm
-    python bench/awd_profile.py --preset cpu --repeats 1 --no-record
+    nice -n 5 python -m bench.awd_profile --models awd_lstm
+    python -m bench.awd_profile --preset cpu --repeats 1 --no-record
 """
 
-import os
+from bench.awd_throughput import recipe_config
+from bench.harness.options import paired_parser
+from bench.harness.options import parse
+from bench.harness.processes import run_child
+from bench.harness.processes import thread_env
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import write_records
+from bench.harness.timing import median_ms
+from bench.harness.torch_side import set_torch_threads
+from bench.harness.torch_side import torch_label
 
-import _harness as harness
-from awd_throughput import RECIPES
+#: This bench (its children run ``python -m bench.awd_profile --child``).
+MODULE = "bench.awd_profile"
 
 IMPLS = ("keras", "torch")
+VOCAB = 10000
 
 
-def _config(name, preset):
-    from keras_rnnlm.recipe import config_from_preset
-    from keras_rnnlm.recipe import load_recipe
-
-    return config_from_preset(
-        load_recipe(os.path.join(harness.ROOT, RECIPES[name])).PRESETS, preset
-    )
+# -- Keras --------------------------------------------------------------------
 
 
-def profile_keras(name, preset, repeats):
-    import keras
-    import numpy as np
+def grad_fn(forward, inputs, variables):
+    """A tf.function: ``forward(*inputs)`` and its gradient to the inputs
+    and ``variables``."""
     import tensorflow as tf
-    from keras import ops
 
-    from keras_rnnlm.loops.recurrence import lstm_recurrence
-    from keras_rnnlm.models import build_language_model
-    from keras_rnnlm.training import compile_model
+    @tf.function
+    def run():
+        with tf.GradientTape() as tape:
+            for x in inputs:
+                tape.watch(x)
+            y = forward(*inputs)
+        up = tf.ones_like(y) * 0.01
+        return tape.gradient(y, list(inputs) + [v.value for v in variables], up)
 
-    config = _config(name, preset)
-    m, d = config.model, config.data
-    if m.head == "doc":
-        raise SystemExit("awd_profile.py: the DOC head is not split here")
-    vocab, batch, bptt = 10000, d.batch_size, d.bptt
-    keras.utils.set_random_seed(config.train.seed)
-    model = build_language_model(m, vocab, batch, seed=config.train.seed)
-    compile_model(model, config.train)
-    rng = np.random.default_rng(0)
-    tokens = rng.integers(0, vocab, (batch, bptt)).astype("int32")
-    targets = rng.integers(0, vocab, (batch, bptt)).astype("int32")
-    model.train_on_batch(tokens, targets)  # builds the optimizer
-    tok = tf.constant(tokens)
-    tgt = tf.constant(targets)
-    emb = model.get_layer("embedding")
-    n_layers = len(m.hidden_sizes)
+    return run
 
-    def layer(name):
+
+def normal(shape):
+    import tensorflow as tf
+
+    return tf.random.normal(shape, stddev=0.01)
+
+
+class KerasParts:
+    """The parts of one training step of the package's model, each a
+    callable running forward + backward."""
+
+    def __init__(self, name, preset):
+        import keras
+        import numpy as np
+        import tensorflow as tf
+
+        from keras_rnnlm.models import build_language_model
+        from keras_rnnlm.training import compile_model
+
+        config = recipe_config(name, preset)
+        self.m, d = config.model, config.data
+        if self.m.head == "doc":
+            raise SystemExit("awd_profile: the DOC head is not split here")
+        self.batch, self.bptt = d.batch_size, d.bptt
+        keras.utils.set_random_seed(config.train.seed)
+        self.model = build_language_model(
+            self.m, VOCAB, self.batch, seed=config.train.seed
+        )
+        compile_model(self.model, config.train)
+        rng = np.random.default_rng(0)
+        shape = (self.batch, self.bptt)
+        self.tokens = rng.integers(0, VOCAB, shape).astype("int32")
+        self.targets = rng.integers(0, VOCAB, shape).astype("int32")
+        self.model.train_on_batch(self.tokens, self.targets)  # the optimizer
+        self.tok, self.tgt = tf.constant(self.tokens), tf.constant(self.targets)
+        self.emb = self.model.get_layer("embedding")
+
+    def layer(self, name):
         try:
-            return model.get_layer(name)
+            return self.model.get_layer(name)
         except ValueError:
             return None
 
-    def normal(shape):
-        return tf.random.normal(shape, stddev=0.01)
+    def step(self):
+        self.model.train_on_batch(self.tokens, self.targets)
 
-    def grad_fn(forward, inputs, variables):
-        """A tf.function: forward(*inputs) and its gradient."""
+    def embedding(self):
+        edrop, ld0 = (
+            self.layer("embedding_dropout"),
+            self.layer("locked_dropout_0"),
+        )
 
-        @tf.function
-        def run():
-            with tf.GradientTape() as tape:
-                for x in inputs:
-                    tape.watch(x)
-                y = forward(*inputs)
-            up = tf.ones_like(y) * 0.01
-            return tape.gradient(
-                y, list(inputs) + [v.value for v in variables], up
-            )
+        def embed():
+            x = self.emb(self.tok)
+            if edrop is not None:
+                x = edrop([self.tok, x], training=True)
+            return ld0(x, training=True) if ld0 is not None else x
 
-        return run
+        return {"embedding": grad_fn(embed, [], [self.emb.embeddings])}
 
-    parts = {}
-    edrop, ld0 = layer("embedding_dropout"), layer("locked_dropout_0")
-
-    def embed():
-        x = emb(tok)
-        if edrop is not None:
-            x = edrop([tok, x], training=True)
-        return ld0(x, training=True) if ld0 is not None else x
-
-    parts["embedding"] = grad_fn(embed, [], [emb.embeddings])
-    d_in = m.embedding_dim
-    emb_x = normal((batch, bptt, m.embedding_dim))
-    for i, units in enumerate(m.hidden_sizes):
-        rnn = model.get_layer(f"rnn_{i}")
+    def recurrent(self, i, d_in):
+        """``weight_drop_i``, ``layer_i`` and ``loop_i``."""
+        m, b, t = self.m, self.batch, self.bptt
+        rnn = self.model.get_layer(f"rnn_{i}")
         branches = rnn.branches if m.cell == "mmlstm" else [rnn]
 
-        def wdrop(branches=branches):
-            ks = [b.recurrent_kernel_for_call(training=True) for b in branches]
-            return tf.add_n([tf.reduce_sum(k) for k in ks])
-
-        parts[f"weight_drop_{i}"] = grad_fn(
-            wdrop, [], [b.cell.recurrent_kernel for b in branches]
-        )
-        x = normal((batch, bptt, d_in))
+        inputs = [normal((b, t, d_in))]
         if m.cell == "mmlstm":
+            inputs.append(normal((b, t, m.embedding_dim)))
 
-            def run_layer(x, e, rnn=rnn):
-                return rnn([x, e], training=True)
+        def run_layer(*xs):
+            return rnn(list(xs) if len(xs) > 1 else xs[0], training=True)
 
-            parts[f"layer_{i}"] = grad_fn(
-                run_layer, [x, emb_x], rnn.trainable_variables
-            )
+        kernels = [br.cell.recurrent_kernel for br in branches]
+        return {
+            f"weight_drop_{i}": grad_fn(_sum_of(branches), [], kernels),
+            f"layer_{i}": grad_fn(run_layer, inputs, rnn.trainable_variables),
+            f"loop_{i}": _loops_part(branches, b, t),
+        }
+
+    def head(self):
+        """``head`` and ``decoder_softmax``."""
+        from keras import ops
+
+        m, emb, loss_fn = self.m, self.emb, self.model.loss
+        last_drop = self.layer(f"locked_dropout_{len(m.hidden_sizes)}")
+        mos, mixture = self.layer("mos"), self.layer("mixture")
+
+        def decode(x):
+            if m.head == "tied":
+                return emb(x, reverse=True)
+            latent, prior = mos(x, training=True)
+            return mixture([emb(latent, reverse=True), prior])
+
+        def head(raw):
+            x = last_drop(raw, training=True) if last_drop is not None else raw
+            ar = ops.mean(ops.square(x))
+            tar = ops.mean(ops.square(raw[:, 1:] - raw[:, :-1]))
+            reg = m.ar_alpha * ar + m.tar_beta * tar
+            return loss_fn(self.tgt, decode(x)) + reg
+
+        raw = normal((self.batch, self.bptt, m.hidden_sizes[-1]))
+        dec_vars = [emb.embeddings, emb.output_bias]
+        head_vars = dec_vars + (mos.trainable_variables if mos else [])
+        parts = {"head": grad_fn(head, [raw], head_vars)}
+        if m.head == "tied":
+
+            def dec_loss(x):
+                return loss_fn(self.tgt, emb(x, reverse=True))
+
+            inputs = [raw]
         else:
-
-            def run_layer(x, rnn=rnn):
-                return rnn(x, training=True)
-
-            parts[f"layer_{i}"] = grad_fn(
-                run_layer, [x], rnn.trainable_variables
-            )
-        loop_inputs = []
-        for b in branches:
-            h = b.units
-            loop_inputs += [
-                normal((batch, bptt, 4 * h)),
-                tf.zeros((batch, h)),
-                tf.zeros((batch, h)),
-                normal((h, 4 * h)),
+            k = m.mixture_components
+            inputs = [
+                normal((self.batch, self.bptt, k, m.embedding_dim)),
+                normal((self.batch, self.bptt, k)),
             ]
 
-        def loops(*xs):
-            outs = []
-            for k in range(0, len(xs), 4):
-                out, _, _ = lstm_recurrence(*xs[k : k + 4])
-                outs.append(tf.reduce_sum(out))
-            return tf.add_n(outs)
+            def dec_loss(latent, prior):
+                logits = mixture([emb(latent, reverse=True), prior])
+                return loss_fn(self.tgt, logits)
 
-        parts[f"loop_{i}"] = grad_fn(loops, loop_inputs, [])
-        d_in = units
-    raw = normal((batch, bptt, m.hidden_sizes[-1]))
-    last_drop = layer(f"locked_dropout_{n_layers}")
-    mos, mixture = layer("mos"), layer("mixture")
-    loss_fn = model.loss
+        parts["decoder_softmax"] = grad_fn(dec_loss, inputs, dec_vars)
+        return parts
 
-    def decode(x):
-        if m.head == "tied":
-            return emb(x, reverse=True)
-        latent, prior = mos(x, training=True)
-        return mixture([emb(latent, reverse=True), prior])
+    def optimizer(self):
+        import tensorflow as tf
 
-    def head(raw):
-        x = last_drop(raw, training=True) if last_drop is not None else raw
-        ar = ops.mean(ops.square(x))
-        tar = ops.mean(ops.square(raw[:, 1:] - raw[:, :-1]))
-        reg = m.ar_alpha * ar + m.tar_beta * tar
-        return loss_fn(tgt, decode(x)) + reg
+        variables = self.model.trainable_variables
+        grads = [normal(v.shape) for v in variables]
 
-    head_vars = [emb.embeddings, emb.output_bias]
-    if mos is not None:
-        head_vars += mos.trainable_variables
-    parts["head"] = grad_fn(head, [raw], head_vars)
-    if m.head == "tied":
+        @tf.function
+        def opt_step():
+            self.model.optimizer.apply(grads, variables)
 
-        def dec_loss(x):
-            return loss_fn(tgt, emb(x, reverse=True))
+        return {"optimizer": opt_step}
 
-        parts["decoder_softmax"] = grad_fn(
-            dec_loss, [raw], [emb.embeddings, emb.output_bias]
-        )
-    else:
-        k = m.mixture_components
-        latent = normal((batch, bptt, k, m.embedding_dim))
-        prior = normal((batch, bptt, k))
+    def parts(self):
+        parts = self.embedding()
+        d_in = self.m.embedding_dim
+        for i, units in enumerate(self.m.hidden_sizes):
+            parts.update(self.recurrent(i, d_in))
+            d_in = units
+        parts.update(self.head())
+        parts.update(self.optimizer())
+        return parts
 
-        def dec_loss(latent, prior):
-            return loss_fn(tgt, mixture([emb(latent, reverse=True), prior]))
 
-        parts["decoder_softmax"] = grad_fn(
-            dec_loss, [latent, prior], [emb.embeddings, emb.output_bias]
-        )
-    variables = model.trainable_variables
-    grads = [normal(v.shape) for v in variables]
+def _sum_of(branches):
+    """The summed dropped recurrent kernels of a layer's branches."""
+    import tensorflow as tf
 
-    @tf.function
-    def opt_step():
-        model.optimizer.apply(grads, variables)
+    def wdrop():
+        ks = [b.recurrent_kernel_for_call(training=True) for b in branches]
+        return tf.add_n([tf.reduce_sum(k) for k in ks])
 
-    parts["optimizer"] = opt_step
-    out = {key: harness.median_ms(fn, repeats) for key, fn in parts.items()}
-    out["step"] = harness.median_ms(
-        lambda: model.train_on_batch(tokens, targets), repeats
-    )
+    return wdrop
+
+
+def _loops_part(branches, batch, bptt):
+    """The fused LSTM time loops of a layer's branches alone."""
+    import tensorflow as tf
+
+    from keras_rnnlm.loops.recurrence import lstm_recurrence
+
+    inputs = []
+    for b in branches:
+        h = b.units
+        inputs += [
+            normal((batch, bptt, 4 * h)),
+            tf.zeros((batch, h)),
+            tf.zeros((batch, h)),
+            normal((h, 4 * h)),
+        ]
+
+    def loops(*xs):
+        outs = []
+        for k in range(0, len(xs), 4):
+            out, _, _ = lstm_recurrence(*xs[k : k + 4])
+            outs.append(tf.reduce_sum(out))
+        return tf.add_n(outs)
+
+    return grad_fn(loops, inputs, [])
+
+
+def profile_keras(name, preset, repeats):
+    parts = KerasParts(name, preset)
+    out = {k: median_ms(fn, repeats) for k, fn in parts.parts().items()}
+    out["step"] = median_ms(parts.step, repeats)
     return out
 
 
-def profile_torch(name, preset, repeats):
-    import torch
-    import torch.nn.functional as F
-    from awd_throughput import _torch_model
+# -- PyTorch ------------------------------------------------------------------
 
-    harness.set_torch_threads(torch)
-    config = _config(name, preset)
-    md, d, tr = config.to_dict()["model"], config.data, config.train
-    vocab, batch, bptt = 10000, d.batch_size, d.bptt
-    torch.manual_seed(0)
-    model = _torch_model(md, vocab)
-    model.train()
-    opt = torch.optim.SGD(
-        model.parameters(), lr=tr.learning_rate, weight_decay=tr.weight_decay
-    )
-    x_tok = torch.randint(0, vocab, (bptt, batch))
-    y_tok = torch.randint(0, vocab, (bptt, batch))
 
-    def normal(*shape):
+class TorchParts:
+    """The same parts of the PyTorch reference model."""
+
+    def __init__(self, name, preset):
+        import torch
+
+        from bench.reference.awd_lstm import AWDModel
+
+        set_torch_threads(torch)
+        config = recipe_config(name, preset)
+        self.md, d, self.tr = (
+            config.to_dict()["model"],
+            config.data,
+            config.train,
+        )
+        self.batch, self.bptt = d.batch_size, d.bptt
+        torch.manual_seed(0)
+        self.model = AWDModel(self.md, VOCAB)
+        self.model.train()
+        self.opt = torch.optim.SGD(
+            self.model.parameters(),
+            lr=self.tr.learning_rate,
+            weight_decay=self.tr.weight_decay,
+        )
+        shape = (self.bptt, self.batch)
+        self.x_tok = torch.randint(0, VOCAB, shape)
+        self.y_tok = torch.randint(0, VOCAB, shape)
+
+    def normal(self, *shape):
+        import torch
+
         return (torch.randn(*shape) * 0.01).requires_grad_()
 
+    @staticmethod
     def backward(y):
+        import torch
+
         y.backward(torch.ones_like(y) * 0.01)
 
-    def locked(x, p):
-        if not p:
-            return x
-        mask = x.new_empty((1, *x.shape[1:])).bernoulli_(1 - p) / (1 - p)
-        return x * mask
+    def embedding(self):
+        import torch.nn.functional as F
 
-    parts = {}
+        from bench.reference.awd_lstm import locked_dropout
 
-    def embed():
-        w = model.emb.weight
-        p = md["dropoute"]
-        mask = w.new_empty((w.shape[0], 1)).bernoulli_(1 - p) / (1 - p)
-        backward(locked(F.embedding(x_tok, w * mask), md["dropouti"]))
+        md, w = self.md, self.model.emb.weight
 
-    parts["embedding"] = embed
-    d_in = md["embedding_dim"]
-    emb_x = normal(bptt, batch, md["embedding_dim"])
-    hidden = model.init_hidden(batch)
-    for i, layer in enumerate(model.layers):
-        lstms = (
-            [layer]
-            if md["cell"] != "mmlstm"
-            else [b for b in (layer.major, layer.minor) if b is not None]
-        )
+        def embed():
+            p = md["dropoute"]
+            mask = w.new_empty((w.shape[0], 1)).bernoulli_(1 - p) / (1 - p)
+            x = F.embedding(self.x_tok, w * mask)
+            self.backward(locked_dropout(x, md["dropouti"], True))
 
-        def wdrop(lstms=lstms):
+        return {"embedding": embed}
+
+    def recurrent(self):
+        """``weight_drop_i`` and ``layer_i`` of every layer."""
+        md, parts = self.md, {}
+        emb_x = self.normal(self.bptt, self.batch, md["embedding_dim"])
+        hidden = self.model.init_hidden(self.batch)
+        d_in = md["embedding_dim"]
+        for i, layer in enumerate(self.model.layers):
+            x = self.normal(self.bptt, self.batch, d_in)
+            parts[f"weight_drop_{i}"] = self.wdrop_part(layer)
+            parts[f"layer_{i}"] = self.layer_part(layer, x, emb_x, hidden[i])
+            d_in = md["hidden_sizes"][i]
+        return parts
+
+    def wdrop_part(self, layer):
+        import torch.nn.functional as F
+
+        lstms = layer.lstms() if self.md["cell"] == "mmlstm" else [layer]
+
+        def wdrop():
             for b in lstms:
                 w = F.dropout(b.lstm.weight_hh_l0, b.p, True)
-                backward(w.sum())
+                self.backward(w.sum())
 
-        parts[f"weight_drop_{i}"] = wdrop
-        x = normal(bptt, batch, d_in)
+        return wdrop
 
-        def run_layer(layer=layer, x=x, h=hidden[i]):
-            if md["cell"] == "mmlstm":
-                out, _ = layer(x, emb_x, h)
-            else:
-                out, _ = layer(x, h)
-            backward(out)
+    def layer_part(self, layer, x, emb_x, h):
+        mmlstm = self.md["cell"] == "mmlstm"
 
-        parts[f"layer_{i}"] = run_layer
-        d_in = md["hidden_sizes"][i]
-    raw = normal(bptt, batch, md["hidden_sizes"][-1])
+        def run_layer():
+            out, _ = layer(x, emb_x, h) if mmlstm else layer(x, h)
+            self.backward(out)
 
-    def decode(x):
-        logits = F.linear(x, model.emb.weight, model.dec_bias)
-        return F.cross_entropy(logits.reshape(-1, vocab), y_tok.reshape(-1))
+        return run_layer
 
-    def mixture(latent, prior_logits):
-        logits = F.linear(latent, model.emb.weight, model.dec_bias)
+    def decode(self, x):
+        import torch.nn.functional as F
+
+        logits = F.linear(x, self.model.emb.weight, self.model.dec_bias)
+        return F.cross_entropy(
+            logits.reshape(-1, VOCAB), self.y_tok.reshape(-1)
+        )
+
+    def mixture(self, latent, prior_logits):
+        import torch
+        import torch.nn.functional as F
+
+        logits = F.linear(latent, self.model.emb.weight, self.model.dec_bias)
         log_p = torch.logsumexp(
             F.log_softmax(logits, -1)
             + F.log_softmax(prior_logits, -1).unsqueeze(-1),
             dim=-2,
         )
-        return F.nll_loss(log_p.reshape(-1, vocab), y_tok.reshape(-1))
+        return F.nll_loss(log_p.reshape(-1, VOCAB), self.y_tok.reshape(-1))
 
-    def head():
-        x = locked(raw, md["dropout"])
-        reg = md["ar_alpha"] * x.pow(2).mean()
-        reg = reg + md["tar_beta"] * (raw[1:] - raw[:-1]).pow(2).mean()
+    def head(self):
+        """``head`` and ``decoder_softmax``."""
+        import torch
+
+        from bench.reference.awd_lstm import locked_dropout
+
+        md, model = self.md, self.model
+        b, t = self.batch, self.bptt
+        raw = self.normal(t, b, md["hidden_sizes"][-1])
+
+        def head():
+            x = locked_dropout(raw, md["dropout"], True)
+            reg = md["ar_alpha"] * x.pow(2).mean()
+            reg = reg + md["tar_beta"] * (raw[1:] - raw[:-1]).pow(2).mean()
+            if md["head"] == "tied":
+                loss = self.decode(x)
+            else:
+                latent = torch.tanh(model.latent(x))
+                latent = locked_dropout(latent, md["dropoutl"], True)
+                latent = latent.view(t, b, -1, md["embedding_dim"])
+                loss = self.mixture(latent, model.prior(x))
+            (loss + reg).backward()
+
         if md["head"] == "tied":
-            loss = decode(x)
-        else:
-            latent = locked(torch.tanh(model.latent(x)), md["dropoutl"])
-            latent = latent.view(bptt, batch, -1, md["embedding_dim"])
-            loss = mixture(latent, model.prior(x))
-        (loss + reg).backward()
-
-    parts["head"] = head
-    if md["head"] == "tied":
-        parts["decoder_softmax"] = lambda: decode(raw).backward()
-    else:
+            return {"head": head, "decoder_softmax": self.decoder_part(raw)}
         k = md["mixture_components"]
-        latent = normal(bptt, batch, k, md["embedding_dim"])
-        prior = normal(bptt, batch, k)
-        parts["decoder_softmax"] = lambda: mixture(latent, prior).backward()
-    params = list(model.parameters())
-    grads = [torch.randn_like(p) * 0.01 for p in params]
+        latent = self.normal(t, b, k, md["embedding_dim"])
+        prior = self.normal(t, b, k)
 
-    def opt_step():
-        for p, g in zip(params, grads):
-            p.grad = g  # clipping rescales it in place: harmless here
-        torch.nn.utils.clip_grad_norm_(params, tr.clipnorm)
-        opt.step()
+        def decoder_softmax():
+            self.mixture(latent, prior).backward()
 
-    parts["optimizer"] = opt_step
+        return {"head": head, "decoder_softmax": decoder_softmax}
 
-    def step():
-        h = model.init_hidden(batch)
-        opt.zero_grad()
-        out, h, reg = model(x_tok, h)
-        out = out.reshape(-1, vocab)
-        if md["head"] == "tied":
-            loss = F.cross_entropy(out, y_tok.reshape(-1))
-        else:
-            loss = F.nll_loss(out, y_tok.reshape(-1))
+    def decoder_part(self, raw):
+        def decoder_softmax():
+            self.decode(raw).backward()
+
+        return decoder_softmax
+
+    def optimizer(self):
+        import torch
+
+        params = list(self.model.parameters())
+        grads = [torch.randn_like(p) * 0.01 for p in params]
+
+        def opt_step():
+            for p, g in zip(params, grads):
+                p.grad = g  # clipping rescales it in place: harmless here
+            torch.nn.utils.clip_grad_norm_(params, self.tr.clipnorm)
+            self.opt.step()
+
+        return {"optimizer": opt_step}
+
+    def step(self):
+        import torch
+        import torch.nn.functional as F
+
+        model = self.model
+        h = model.init_hidden(self.batch)
+        self.opt.zero_grad()
+        out, h, reg = model(self.x_tok, h)
+        out = out.reshape(-1, VOCAB)
+        y = self.y_tok.reshape(-1)
+        tied = self.md["head"] == "tied"
+        loss = F.cross_entropy(out, y) if tied else F.nll_loss(out, y)
         (loss + reg).backward()
-        torch.nn.utils.clip_grad_norm_(params, tr.clipnorm)
-        opt.step()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), self.tr.clipnorm)
+        self.opt.step()
 
+    def parts(self):
+        return {
+            **self.embedding(),
+            **self.recurrent(),
+            **self.head(),
+            **self.optimizer(),
+        }
+
+
+def profile_torch(name, preset, repeats):
+    parts = TorchParts(name, preset)
     out = {}
-    for key, fn in parts.items():
-        out[key] = harness.median_ms(fn, repeats)
-        model.zero_grad(set_to_none=True)
-    out["step"] = harness.median_ms(step, repeats)
+    for key, fn in parts.parts().items():
+        out[key] = median_ms(fn, repeats)
+        parts.model.zero_grad(set_to_none=True)
+    out["step"] = median_ms(parts.step, repeats)
     return out
 
 
@@ -357,8 +470,44 @@ def measure(impl, name, preset, repeats):
     return {"ms": fn(name, preset, repeats)}
 
 
-def main():
-    p = harness.paired_parser(
+# -- the parent ---------------------------------------------------------------
+
+
+def model_records(args, name, res, loads):
+    """Prints the parts of ``name`` side by side; returns their records."""
+    keys = list(res.get("keras", {}))
+    keys += [k for k in res.get("torch", {}) if k not in keys]
+    print(
+        f"\n{name} ({args.preset}), ms per call (median of "
+        f"{args.repeats}), load {loads}"
+    )
+    print(f"{'part':18s} {'keras':>10s} {'torch':>10s} {'k/t':>6s}")
+    nan, records = float("nan"), []
+    for k in keys:
+        kv, tv = (res.get(i, {}).get(k) for i in IMPLS)
+        print(
+            f"{k:18s} {kv or nan:10.1f} {tv or nan:10.1f} "
+            f"{kv / tv if kv and tv else nan:6.2f}"
+        )
+        for impl, v in (("keras", kv), ("torch", tv)):
+            if v is not None:
+                records.append(
+                    record(
+                        "latency",
+                        f"{name}_ptb_{args.preset}_step_part_{k}",
+                        impl,
+                        v,
+                        "ms",
+                        tv,
+                        torch_label("same part"),
+                        load_average=round(loads[impl], 2),
+                    )
+                )
+    return records
+
+
+def main(argv=None):
+    p = paired_parser(
         __doc__,
         "awd_profile.jsonl",
         IMPLS,
@@ -373,50 +522,21 @@ def main():
         choices=["awd_lstm", "awd_lstm_mos", "mmlstm"],
     )
     p.add_argument("--preset", default="paper", choices=["paper", "cpu"])
-    args = harness.parse(p, measure)
-
-    fields = harness.record_fields(
-        "awd_profile.py", threads=args.threads, repeats=args.repeats
+    args = parse(p, measure, argv)
+    fields = record_fields(
+        MODULE, argv, threads=args.threads, repeats=args.repeats
     )
-    env = harness.thread_env(args.threads)
+    env = thread_env(args.threads)
     records = []
     for name in args.models:
         res, loads = {}, {}
         for impl in args.impls:
             params = {"name": name, "preset": args.preset}
-            out = harness.run_child(
-                __file__, dict(params, impl=impl, repeats=args.repeats), env
-            )
+            params.update(impl=impl, repeats=args.repeats)
+            out = run_child(MODULE, params, env)
             res[impl], loads[impl] = out["ms"], out["load_average"]
-        keys = list(res.get("keras", {}))
-        keys += [k for k in res.get("torch", {}) if k not in keys]
-        print(
-            f"\n{name} ({args.preset}), ms per call (median of "
-            f"{args.repeats}), load {loads}"
-        )
-        print(f"{'part':18s} {'keras':>10s} {'torch':>10s} {'k/t':>6s}")
-        nan = float("nan")
-        for k in keys:
-            kv, tv = (res.get(i, {}).get(k) for i in IMPLS)
-            print(
-                f"{k:18s} {kv or nan:10.1f} {tv or nan:10.1f} "
-                f"{kv / tv if kv and tv else nan:6.2f}"
-            )
-            for impl, v in (("keras", kv), ("torch", tv)):
-                if v is not None:
-                    records.append(
-                        harness.record(
-                            "latency",
-                            f"{name}_ptb_{args.preset}_step_part_{k}",
-                            impl,
-                            v,
-                            "ms",
-                            tv,
-                            "torch 2.13 CPU, same part",
-                            load_average=round(loads[impl], 2),
-                        )
-                    )
-    harness.write_records(args, records, fields)
+        records += model_records(args, name, res, loads)
+    write_records(args, records, fields)
 
 
 if __name__ == "__main__":

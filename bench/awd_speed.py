@@ -1,6 +1,6 @@
 """Training speed of the AWD-LSTM family presets (Keras alone).
 
-    python bench/awd_speed.py --recipe recipes/awd_lstm_ptb.py --preset paper
+    python -m bench.awd_speed --recipe recipes/awd_lstm_ptb.py --preset paper
 
 Trains the preset's model through the package's compile + ``fit`` (every
 regulariser on, fixed windows of ``bptt`` so one compiled shape is timed)
@@ -16,9 +16,17 @@ import argparse
 import json
 import os
 
-import _harness as harness
 import keras
 import numpy as np
+
+from bench.harness.options import PTB_TRAIN_TOKENS
+from bench.harness.options import add_output_arguments
+from bench.harness.options import add_threads_argument
+from bench.harness.processes import set_threads
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import write_records
+from bench.harness.timing import fit_batch_times
 
 
 def main(argv=None):
@@ -37,12 +45,12 @@ def main(argv=None):
         metavar="KEY=VALUE",
         help="config overrides of the preset (e.g. train.jit_compile=false)",
     )
-    harness.add_threads_argument(ap, default=0)
-    harness.add_output_arguments(ap, "awd_speed.jsonl")
+    add_threads_argument(ap, default=0)
+    add_output_arguments(ap, "awd_speed.jsonl")
     args = ap.parse_args(argv)
     if args.warmup < 1:
         ap.error("--warmup must be >= 1")
-    harness.set_threads(args.threads)
+    set_threads(args.threads)
 
     from keras_rnnlm.data.streams import LMSequence
     from keras_rnnlm.models import build_language_model
@@ -63,11 +71,11 @@ def main(argv=None):
     n = (args.warmup + args.steps) * d.batch_size * d.bptt + d.batch_size
     stream = LMSequence(corpus.train[:n], d.batch_size, d.bptt)
 
-    times = harness.fit_batch_times(model, stream)
+    times = fit_batch_times(model, stream)
     step_s = float(np.median(np.diff(times[args.warmup - 1 :])))
     tok_s = d.batch_size * d.bptt / step_s
     stem = os.path.splitext(os.path.basename(args.recipe))[0]
-    rec = harness.record(
+    rec = record(
         "throughput",
         f"{stem}_{args.preset}_train_awd_speed",
         "keras",
@@ -79,7 +87,7 @@ def main(argv=None):
         steps=args.steps,
         warmup=args.warmup,
         median_step_s=round(step_s, 3),
-        est_s_per_ptb_epoch=round(harness.PTB_TRAIN_TOKENS / tok_s),
+        est_s_per_ptb_epoch=round(PTB_TRAIN_TOKENS / tok_s),
         backend=keras.backend.backend(),
         jit_compile=bool(model.jit_compile),
         overrides=args.overrides,
@@ -87,10 +95,8 @@ def main(argv=None):
         tf_inter_op_env=os.environ.get("TF_NUM_INTEROP_THREADS"),
     )
     print(json.dumps(rec))
-    fields = harness.record_fields(
-        "awd_speed.py", argv, threads=args.threads or None
-    )
-    harness.write_records(args, [rec], fields)
+    fields = record_fields("bench.awd_speed", argv, threads=args.threads or None)
+    write_records(args, [rec], fields)
 
 
 if __name__ == "__main__":

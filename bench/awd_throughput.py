@@ -22,30 +22,25 @@ the same model is run in two implementations, each in a fresh subprocess:
   weights copied from the trained model; windows of ``eval_bptt``, state
   carried), the whole call timed after an untimed pass of one window
   (tracing, compilation).
-* ``torch``: PyTorch (CPU) running the same architecture, written in this
-  file: embedding with embedding dropout (row mask on the matrix), locked
-  dropout, ``nn.LSTM`` layers whose ``weight_hh_l0`` is DropConnect-ed
-  once per forward from the raw parameter (``torch.func.functional_call``
-  with the dropped tensor), tied decoder with its own bias, the same head
-  (tied softmax; MoS: K tanh latents + locked dropout + prior; DOC:
-  latents from the chosen sources, one locked dropout, prior from the last
-  layer, CV penalty), AR/TAR, ``torch.optim.SGD`` with the same coupled
-  weight decay, ``clip_grad_norm_`` 0.25. MMLSTM: each layer is two
-  ``nn.LSTM``s (Major on the previous output, Minor on the embeddings),
-  concatenated. Evaluation: ``model.eval()`` under ``no_grad`` on the same
-  windows, state carried.
+* ``torch``: the same architecture in PyTorch
+  (:mod:`bench.reference.awd_lstm`, every regulariser on), trained with
+  ``torch.optim.SGD`` with the same coupled weight decay and
+  ``clip_grad_norm_`` 0.25; evaluation: ``model.eval()`` under
+  ``no_grad`` on the same windows, state carried.
 
 Both run on the same real PTB ids (training stream for training, valid for
 evaluation) with the same window layout. Repeats are interleaved (keras,
-torch, keras, torch, ...) and the median is reported. Parameter counts are
+torch, keras, torch, ...) and the median is reported. Before timing, the
+Keras weights are copied into the PyTorch model and their inference
+log-probabilities compared (``--no-check``: skipped). Parameter counts are
 checked: PyTorch's LSTMs have two bias vectors, Keras's one, so torch must
 have exactly ``4 H`` more per LSTM. Records are appended to
 ``bench/results/awd.jsonl`` (``--out``: throughput, memory, params, and the
 MMLSTM / AWD-LSTM-MoS training-throughput ratio).
 
-    nice -n 5 python bench/awd_throughput.py
-    python bench/awd_throughput.py --preset cpu --models awd_lstm --steps 5
-    python bench/awd_throughput.py --preset cpu --models awd_lstm \
+    nice -n 5 python -m bench.awd_throughput
+    python -m bench.awd_throughput --preset cpu --models awd_lstm --steps 5
+    python -m bench.awd_throughput --preset cpu --models awd_lstm \\
         --steps 1 --warmup 1 --eval-windows 1 1 --repeats 1 --no-record
 
 ``--device gpu``: Keras runs on the JAX backend on the GPU (TensorFlow is
@@ -55,7 +50,7 @@ torch: ``torch.cuda.synchronize()``), and the memory records are the GPU
 peak of the process (JAX ``peak_bytes_in_use`` /
 ``torch.cuda.max_memory_allocated``).
 
-    python bench/awd_throughput.py --device gpu --steps 20 --warmup 3 \
+    python -m bench.awd_throughput --device gpu --steps 20 --warmup 3 \\
         --eval-windows 20 40 --threads 0 --out /tmp/awd_gpu.jsonl
 
 Full-size training steps take seconds each on a CPU: the defaults (2
@@ -64,14 +59,33 @@ warm-up steps, 3 timed, evaluation windows 3 at batch 10 and 6 at batch 1,
 """
 
 import json
-import math
 import os
 import shutil
 import statistics
 import tempfile
 import time
 
-import _harness as harness
+from bench.harness import ROOT
+from bench.harness.machine import machine
+from bench.harness.options import paired_parser
+from bench.harness.options import parse
+from bench.harness.processes import interleave
+from bench.harness.processes import medians
+from bench.harness.processes import note_import_rss
+from bench.harness.processes import run_child
+from bench.harness.processes import thread_env
+from bench.harness.records import malloc_fields
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import rss_fields
+from bench.harness.records import write_records
+from bench.harness.timing import fit_batch_times
+from bench.harness.torch_side import detach
+from bench.harness.torch_side import set_torch_threads
+from bench.harness.torch_side import torch_label
+
+#: This bench (its children run ``python -m bench.awd_throughput --child``).
+MODULE = "bench.awd_throughput"
 
 RECIPES = {
     "awd_lstm": "recipes/awd_lstm_ptb.py",
@@ -84,6 +98,19 @@ EVAL_METHOD = (
     "loop on TensorFlow), the whole call timed after an untimed "
     "one-window pass"
 )
+TORCH_EVAL_METHOD = (
+    "model.eval() + no_grad loop, state carried; first window untimed"
+)
+PHASES = ("train", "eval_b10", "eval_b1")
+
+
+def recipe_config(name, preset):
+    """The RunConfig of ``name``'s recipe at ``preset``."""
+    from keras_rnnlm.recipe import config_from_preset
+    from keras_rnnlm.recipe import load_recipe
+
+    path = os.path.join(ROOT, RECIPES[name])
+    return config_from_preset(load_recipe(path).PRESETS, preset)
 
 
 def _train_len(batch, bptt, n_windows):
@@ -99,15 +126,11 @@ def prepare(workdir, preset, max_windows, eval_windows):
     """Writes ``configs.json`` and ``ids.npz`` (PTB train / valid ids)."""
     import numpy as np
 
-    from keras_rnnlm.recipe import config_from_preset
-    from keras_rnnlm.recipe import load_recipe
     from keras_rnnlm.runs import load_run_corpus
 
     configs = {}
-    for name, path in RECIPES.items():
-        cfg = config_from_preset(
-            load_recipe(os.path.join(harness.ROOT, path)).PRESETS, preset
-        )
+    for name in RECIPES:
+        cfg = recipe_config(name, preset)
         configs[name] = cfg.to_dict()
     corpus = load_run_corpus(cfg)
     d = cfg.data
@@ -150,69 +173,20 @@ def _eval_plan(cfg, eval_windows):
     ]
 
 
-def _lstm_sizes(m):
-    """Units of every LSTM of the model (MMLSTM: both branches)."""
-    sizes = []
-    for i, units in enumerate(m["hidden_sizes"]):
-        if m["cell"] == "mmlstm":
-            major, minor = _split_units(units, m["major_proportions"][i])
-            sizes += [major] + ([minor] if minor else [])
-        else:
-            sizes.append(units)
-    return sizes
-
-
-def _split_units(units, r):
-    # As keras_rnnlm.layers.major_minor_lstm.split_units (round half up).
-    major = int(math.floor(r * units + 0.5))
-    return major, units - major
-
-
 # -- Keras ------------------------------------------------------------------
 
 
-def measure_keras(name, workdir, steps, warmup, eval_windows, device):
-    import keras
-    import numpy as np
-
-    from keras_rnnlm.config import RunConfig
-    from keras_rnnlm.data.streams import LMSequence
+def keras_eval_rates(model, config, cfg, valid_ids, vocab, eval_windows):
+    """What a user runs: ``Evaluator.evaluate`` (state carried, windows a
+    compiled call as the Evaluator chooses) at both evaluation batches,
+    each after an untimed pass of one window (tracing, compilation)."""
     from keras_rnnlm.evaluation import Evaluator
-    from keras_rnnlm.models import build_language_model
     from keras_rnnlm.models.weights import copy_weights
-    from keras_rnnlm.recipe import config_from_preset
-    from keras_rnnlm.recipe import load_recipe
 
-    harness.note_import_rss()
-    from keras_rnnlm.training import compile_model
-
-    cfg_dict, train_ids, valid_ids, vocab = _load(workdir, name)
-    preset = cfg_dict.pop("preset")
-    config = config_from_preset(
-        load_recipe(os.path.join(harness.ROOT, RECIPES[name])).PRESETS, preset
-    )
-    assert config.to_dict() == RunConfig.from_dict(cfg_dict).to_dict()
-    d = config.data
-    keras.utils.set_random_seed(config.train.seed)
-    model = build_language_model(
-        config.model, vocab, d.batch_size, seed=config.train.seed
-    )
-    compile_model(model, config.train)
-    params = int(sum(np.prod(w.shape) for w in model.trainable_weights))
-    n = _train_len(d.batch_size, d.bptt, warmup + steps)
-    stream = LMSequence(train_ids[:n], d.batch_size, d.bptt)
-    assert len(stream) == warmup + steps
-
-    times = harness.fit_batch_times(model, stream)
-    step_s = np.diff(times[warmup - 1 :])
-    train = steps * d.batch_size * d.bptt / float(np.sum(step_s))
-    out = {"train": train, "step_s": [round(float(s), 3) for s in step_s]}
+    out = {}
     for key, (batch, bptt, windows) in zip(
-        ("eval_b10", "eval_b1"), _eval_plan(cfg_dict, eval_windows)
+        ("eval_b10", "eval_b1"), _eval_plan(cfg, eval_windows)
     ):
-        # What a user runs: Evaluator.evaluate (state carried, windows
-        # a compiled call as the Evaluator chooses), after an untimed
-        # pass of one window (tracing, compilation).
         ev = Evaluator(config.model, vocab, batch, bptt)
         copy_weights(model, ev.model)
         ev.evaluate(valid_ids[: _train_len(batch, bptt, 1)])
@@ -224,7 +198,39 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
         out[key] = windows * batch * bptt / (time.perf_counter() - start)
         out[key + "_windows_a_call"] = ev.windows_a_call_for(stream)
         out[key + "_batch"] = batch
-    out["params"] = params
+    return out
+
+
+def measure_keras(name, workdir, steps, warmup, eval_windows, device):
+    import keras
+    import numpy as np
+
+    from keras_rnnlm.config import RunConfig
+    from keras_rnnlm.data.streams import LMSequence
+    from keras_rnnlm.models import build_language_model
+
+    note_import_rss()
+    from keras_rnnlm.training import compile_model
+
+    cfg, train_ids, valid_ids, vocab = _load(workdir, name)
+    config = recipe_config(name, cfg.pop("preset"))
+    assert config.to_dict() == RunConfig.from_dict(cfg).to_dict()
+    d = config.data
+    keras.utils.set_random_seed(config.train.seed)
+    model = build_language_model(
+        config.model, vocab, d.batch_size, seed=config.train.seed
+    )
+    compile_model(model, config.train)
+    n = _train_len(d.batch_size, d.bptt, warmup + steps)
+    stream = LMSequence(train_ids[:n], d.batch_size, d.bptt)
+    assert len(stream) == warmup + steps
+    step_s = np.diff(fit_batch_times(model, stream)[warmup - 1 :])
+    out = {
+        "train": steps * d.batch_size * d.bptt / float(np.sum(step_s)),
+        "step_s": [round(float(s), 3) for s in step_s],
+        **keras_eval_rates(model, config, cfg, valid_ids, vocab, eval_windows),
+        "params": int(sum(np.prod(w.shape) for w in model.trainable_weights)),
+    }
     if keras.backend.backend() == "jax":
         import jax
 
@@ -237,265 +243,110 @@ def measure_keras(name, workdir, steps, warmup, eval_windows, device):
 # -- PyTorch ----------------------------------------------------------------
 
 
-def _torch_model(m, vocab):
-    """The AWD-family model of ModelConfig dict ``m`` in PyTorch."""
-    import torch
-    import torch.nn.functional as F
-    from torch import nn
-    from torch.func import functional_call
+class TorchSide:
+    """The PyTorch model of one family on ``device``, timed window by
+    window (each timestamp after the device has finished)."""
 
-    def locked_dropout(x, p, training):
-        # x: (T, B, ...) time-major; one mask per sequence, shared over T.
-        if not training or not p:
-            return x
-        mask = x.new_empty((1, *x.shape[1:])).bernoulli_(1 - p) / (1 - p)
-        return x * mask
+    def __init__(self, cfg, vocab, device):
+        import torch
 
-    class WeightDropLSTM(nn.Module):
-        """nn.LSTM whose recurrent weight is DropConnect-ed per forward:
-        the raw parameter stays ``weight_hh_l0`` and the dropped tensor is
-        substituted for it in each call."""
+        from bench.reference.awd_lstm import AWDModel
 
-        def __init__(self, d_in, units, p):
-            super().__init__()
-            self.lstm = nn.LSTM(d_in, units)
-            self.p = p
+        self.torch = torch
+        self.cuda = torch.cuda.is_available() and device == "gpu"
+        self.dev = torch.device("cuda" if self.cuda else "cpu")
+        self.cfg, self.vocab = cfg, vocab
+        torch.manual_seed(cfg["train"]["seed"])
+        self.model = AWDModel(cfg["model"], vocab).to(self.dev)
 
-        def forward(self, x, hx):
-            w = F.dropout(self.lstm.weight_hh_l0, self.p, self.training)
-            return functional_call(self.lstm, {"weight_hh_l0": w}, (x, hx))
-
-    class MajorMinorLSTM(nn.Module):
-        def __init__(self, d_in, d_minor_in, units, r, p):
-            super().__init__()
-            major, minor = _split_units(units, r)
-            self.major = WeightDropLSTM(d_in, major, p)
-            self.minor = WeightDropLSTM(d_minor_in, minor, p) if minor else None
-
-        def forward(self, x, emb, hx):
-            out, h_major = self.major(x, hx[0])
-            if self.minor is None:
-                return out, [h_major]
-            out_minor, h_minor = self.minor(emb, hx[1])
-            return torch.cat([out, out_minor], -1), [h_major, h_minor]
-
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            emb_dim, sizes = m["embedding_dim"], m["hidden_sizes"]
-            self.emb = nn.Embedding(vocab, emb_dim)
-            nn.init.uniform_(self.emb.weight, -0.1, 0.1)
-            self.layers = nn.ModuleList()
-            d_in = emb_dim
-            for i, units in enumerate(sizes):
-                if m["cell"] == "mmlstm":
-                    assert m["minor_input"] == "embedding"
-                    layer = MajorMinorLSTM(
-                        d_in,
-                        emb_dim,
-                        units,
-                        m["major_proportions"][i],
-                        m["weight_dropout"],
-                    )
-                else:
-                    layer = WeightDropLSTM(d_in, units, m["weight_dropout"])
-                self.layers.append(layer)
-                d_in = units
-            self.dec_bias = nn.Parameter(torch.zeros(vocab))
-            self.head = m["head"]
-            if self.head == "mos":
-                k = m["mixture_components"]
-                self.latent = nn.Linear(d_in, k * emb_dim)
-                self.prior = nn.Linear(d_in, k, bias=False)
-            elif self.head == "doc":
-                comps = m["mixture_components"]
-                dims = [emb_dim, *sizes]
-                self.proj = nn.ModuleList(
-                    nn.Linear(dims[n], i_n * emb_dim) if i_n else nn.Identity()
-                    for n, i_n in enumerate(comps)
-                )
-                self.prior = nn.Linear(d_in, sum(comps), bias=False)
-
-        def init_hidden(self, batch):
-            def zeros(units):
-                z = torch.zeros(1, batch, units)
-                return (z, z.clone())
-
-            hidden = []
-            for layer in self.layers:
-                if isinstance(layer, MajorMinorLSTM):
-                    hidden.append(
-                        [zeros(layer.major.lstm.hidden_size)]
-                        + (
-                            [zeros(layer.minor.lstm.hidden_size)]
-                            if layer.minor is not None
-                            else []
-                        )
-                    )
-                else:
-                    hidden.append(zeros(layer.lstm.hidden_size))
-            return hidden
-
-        def forward(self, tokens, hidden):
-            """tokens (T, B) -> (log-probs or logits (T, B, V), hidden,
-            regularisation loss)."""
-            tr = self.training
-            w = self.emb.weight
-            if tr and m["dropoute"]:
-                p = m["dropoute"]
-                mask = w.new_empty((w.shape[0], 1)).bernoulli_(1 - p) / (1 - p)
-                w = w * mask
-            x = F.embedding(tokens, w)
-            x = locked_dropout(x, m["dropouti"], tr)
-            sources, emb = [x], x
-            new_hidden = []
-            n = len(self.layers)
-            for i, layer in enumerate(self.layers):
-                if isinstance(layer, MajorMinorLSTM):
-                    raw, h = layer(x, emb, hidden[i])
-                else:
-                    raw, h = layer(x, hidden[i])
-                new_hidden.append(h)
-                rate = m["dropout"] if i == n - 1 else m["dropouth"]
-                x = locked_dropout(raw, rate, tr)
-                sources.append(x)
-            reg = x.new_zeros(())
-            if tr:
-                reg = m["ar_alpha"] * x.pow(2).mean()
-                reg = reg + m["tar_beta"] * (raw[1:] - raw[:-1]).pow(2).mean()
-            if self.head == "tied":
-                return (
-                    F.linear(x, self.emb.weight, self.dec_bias),
-                    new_hidden,
-                    reg,
-                )
-            if self.head == "mos":
-                latent = torch.tanh(self.latent(x))
-            else:
-                latent = torch.cat(
-                    [
-                        torch.tanh(proj(src))
-                        for src, proj, i_n in zip(
-                            sources, self.proj, m["mixture_components"]
-                        )
-                        if i_n
-                    ],
-                    -1,
-                )
-            latent = locked_dropout(latent, m["dropoutl"], tr)
-            t, b = latent.shape[:2]
-            latent = latent.view(t, b, -1, self.emb.weight.shape[1])
-            logits = F.linear(latent, self.emb.weight, self.dec_bias)
-            prior_logits = self.prior(x)
-            log_prior = F.log_softmax(prior_logits, -1)
-            log_p = torch.logsumexp(
-                F.log_softmax(logits, -1) + log_prior.unsqueeze(-1), dim=-2
-            )
-            if tr and self.head == "doc" and m["cv_penalty"]:
-                # The DOC reference code's cv^2 (see
-                # keras_rnnlm/layers/direct_output_connection.py).
-                prior_sum = F.softmax(prior_logits, -1).sum(0).flatten()
-                j = prior_logits.shape[-1]
-                cv2 = prior_sum.var() * (j - 1) / prior_sum.mean().pow(2)
-                reg = reg + m["cv_penalty"] * cv2
-            return log_p, new_hidden, reg
-
-    return Model()
-
-
-def measure_torch(name, workdir, steps, warmup, eval_windows, device):
-    import numpy as np
-    import torch
-    import torch.nn.functional as F
-
-    harness.note_import_rss()
-    harness.set_torch_threads(torch)
-    cuda = torch.cuda.is_available() and device == "gpu"
-    dev = torch.device("cuda" if cuda else "cpu")
-
-    def now():
-        if cuda:
-            torch.cuda.synchronize()
+    def now(self):
+        if self.cuda:
+            self.torch.cuda.synchronize()
         return time.perf_counter()
 
-    def on_device(h):
-        if isinstance(h, torch.Tensor):
-            return h.to(dev)
-        return type(h)(on_device(x) for x in h)
+    def hidden(self, batch):
+        def on_device(h):
+            if isinstance(h, self.torch.Tensor):
+                return h.to(self.dev)
+            return type(h)(on_device(x) for x in h)
 
-    cfg, train_ids, valid_ids, vocab = _load(workdir, name)
-    m, d, tr = cfg["model"], cfg["data"], cfg["train"]
-    torch.manual_seed(tr["seed"])
-    model = _torch_model(m, vocab).to(dev)
-    params = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.SGD(
-        model.parameters(),
-        lr=tr["learning_rate"],
-        weight_decay=tr["weight_decay"] or 0.0,
-    )
+        return on_device(self.model.init_hidden(batch))
 
-    def windows(ids, batch, bptt, n):
-        data = (
-            torch.from_numpy(
-                np.asarray(ids[: _train_len(batch, bptt, n)], "int64")
-            )
-            .view(batch, -1)
-            .to(dev)
-        )
+    def windows(self, ids, batch, bptt, n):
+        """``n`` windows (inputs, targets) of ``batch`` streams, time-major."""
+        import numpy as np
+
+        data = np.asarray(ids[: _train_len(batch, bptt, n)], "int64")
+        data = self.torch.from_numpy(data).view(batch, -1).to(self.dev)
         for k in range(n):
             s = k * bptt
             yield data[:, s : s + bptt].t(), data[:, s + 1 : s + bptt + 1].t()
 
-    def detach(h):
-        if isinstance(h, torch.Tensor):
-            return h.detach()
-        return type(h)(detach(x) for x in h)
+    def loss(self, out, y):
+        import torch.nn.functional as F
 
-    def loss_of(out, y):
-        out = out.reshape(-1, vocab)
-        if model.head == "tied":
+        out = out.reshape(-1, self.vocab)
+        if self.model.head == "tied":
             return F.cross_entropy(out, y.reshape(-1))
         return F.nll_loss(out, y.reshape(-1))
 
-    batch, bptt = d["batch_size"], d["bptt"]
-    model.train()
-    hidden = on_device(model.init_hidden(batch))
-    times = []
-    for x, y in windows(train_ids, batch, bptt, warmup + steps):
-        hidden = detach(hidden)
-        opt.zero_grad()
-        out, hidden, reg = model(x, hidden)
-        loss = loss_of(out, y) + reg
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), tr["clipnorm"])
-        opt.step()
-        times.append(now())
-    step_s = np.diff(times[warmup - 1 :])
-    result = {
-        "train": steps * batch * bptt / float(np.sum(step_s)),
-        "step_s": [round(float(s), 3) for s in step_s],
-    }
-    model.eval()
-    for key, (eb, ebptt, n) in zip(
+    def train(self, ids, steps, warmup):
+        """Tokens/s of ``steps`` training steps after ``warmup``; and each
+        timed step's seconds."""
+        import numpy as np
+
+        tr, d, model = self.cfg["train"], self.cfg["data"], self.model
+        opt = self.torch.optim.SGD(
+            model.parameters(),
+            lr=tr["learning_rate"],
+            weight_decay=tr["weight_decay"] or 0.0,
+        )
+        batch, bptt = d["batch_size"], d["bptt"]
+        model.train()
+        hidden, times = self.hidden(batch), []
+        for x, y in self.windows(ids, batch, bptt, warmup + steps):
+            hidden = detach(hidden)
+            opt.zero_grad()
+            out, hidden, reg = model(x, hidden)
+            (self.loss(out, y) + reg).backward()
+            self.torch.nn.utils.clip_grad_norm_(
+                model.parameters(), tr["clipnorm"]
+            )
+            opt.step()
+            times.append(self.now())
+        step_s = np.diff(times[warmup - 1 :])
+        return steps * batch * bptt / float(np.sum(step_s)), step_s
+
+    def evaluate(self, ids, batch, bptt, n):
+        """Tokens/s of ``n`` windows, state carried, after one untimed."""
+        self.model.eval()
+        hidden, times = self.hidden(batch), []
+        with self.torch.no_grad():
+            for x, y in self.windows(ids, batch, bptt, n + 1):
+                out, hidden, _ = self.model(x, hidden)
+                float(self.loss(out, y))
+                times.append(self.now())
+        return n * batch * bptt / (times[-1] - times[0])
+
+
+def measure_torch(name, workdir, steps, warmup, eval_windows, device):
+    import torch
+
+    note_import_rss()
+    set_torch_threads(torch)
+    cfg, train_ids, valid_ids, vocab = _load(workdir, name)
+    side = TorchSide(cfg, vocab, device)
+    train, step_s = side.train(train_ids, steps, warmup)
+    result = {"train": train, "step_s": [round(float(s), 3) for s in step_s]}
+    for key, (batch, bptt, n) in zip(
         ("eval_b10", "eval_b1"), _eval_plan(cfg, eval_windows)
     ):
-        # n + 1 windows with the state carried; the first is not timed.
-        hidden = on_device(model.init_hidden(eb))
-        times, total = [], 0.0
-        with torch.no_grad():
-            for x, y in windows(valid_ids, eb, ebptt, n + 1):
-                out, hidden, _ = model(x, hidden)
-                total += float(loss_of(out, y)) * y.numel()
-                times.append(now())
-        result[key] = n * eb * ebptt / (times[-1] - times[0])
-        result[key + "_batch"] = eb
-    result["params"] = params
-    if cuda:
+        result[key] = side.evaluate(valid_ids, batch, bptt, n)
+        result[key + "_batch"] = batch
+    result["params"] = sum(p.numel() for p in side.model.parameters())
+    if side.cuda:
         result["gpu_peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return result
-
-
-# -- equivalence check --------------------------------------------------------
 
 
 def check_equivalence(name, workdir, batch=2, length=12):
@@ -506,53 +357,17 @@ def check_equivalence(name, workdir, batch=2, length=12):
     import torch
     import torch.nn.functional as F
 
+    from bench.reference.awd_lstm import AWDModel
+    from bench.reference.awd_lstm import copy_keras_weights
     from keras_rnnlm.config import RunConfig
     from keras_rnnlm.models import build_language_model
 
     cfg, _, valid_ids, vocab = _load(workdir, name)
     cfg.pop("preset")
     config = RunConfig.from_dict(cfg)
-    m = cfg["model"]
     kmodel = build_language_model(config.model, vocab, batch, seed=1)
-    tmodel = _torch_model(m, vocab)
-
-    def t(v, transpose=False):
-        a = np.asarray(v.numpy() if hasattr(v, "numpy") else v)
-        return torch.from_numpy(np.ascontiguousarray(a.T if transpose else a))
-
-    def copy_lstm(klayer, tlayer):
-        lstm = tlayer.lstm
-        with torch.no_grad():
-            lstm.weight_ih_l0.copy_(t(klayer.cell.kernel, True))
-            lstm.weight_hh_l0.copy_(t(klayer.cell.recurrent_kernel, True))
-            lstm.bias_ih_l0.copy_(t(klayer.cell.bias))
-            lstm.bias_hh_l0.zero_()
-
-    emb = kmodel.get_layer("embedding")
-    with torch.no_grad():
-        tmodel.emb.weight.copy_(t(emb.embeddings))
-        tmodel.dec_bias.copy_(t(emb.output_bias))
-    for i, tlayer in enumerate(tmodel.layers):
-        klayer = kmodel.get_layer(f"rnn_{i}")
-        if m["cell"] == "mmlstm":
-            copy_lstm(klayer.major, tlayer.major)
-            if tlayer.minor is not None:
-                copy_lstm(klayer.minor, tlayer.minor)
-        else:
-            copy_lstm(klayer, tlayer)
-    with torch.no_grad():
-        if m["head"] == "mos":
-            head = kmodel.get_layer("mos")
-            tmodel.latent.weight.copy_(t(head.latent_kernel, True))
-            tmodel.latent.bias.copy_(t(head.latent_bias))
-            tmodel.prior.weight.copy_(t(head.prior_kernel, True))
-        elif m["head"] == "doc":
-            head = kmodel.get_layer("doc")
-            for proj, kern, bias in zip(tmodel.proj, head.kernels, head.biases):
-                if kern is not None:
-                    proj.weight.copy_(t(kern, True))
-                    proj.bias.copy_(t(bias))
-            tmodel.prior.weight.copy_(t(head.prior_kernel, True))
+    tmodel = AWDModel(cfg["model"], vocab)
+    copy_keras_weights(kmodel, tmodel)
     tmodel.eval()
     data = np.asarray(valid_ids[: batch * (2 * length)], "int32")
     data = data.reshape(batch, -1)
@@ -570,9 +385,6 @@ def check_equivalence(name, workdir, batch=2, length=12):
     return worst
 
 
-# -- driver -----------------------------------------------------------------
-
-
 def measure(impl, name, workdir, steps, warmup, eval_windows, device):
     if impl == "prepare":  # name: the preset
         prepare(workdir, name, warmup + steps, [w + 1 for w in eval_windows])
@@ -586,52 +398,11 @@ def measure(impl, name, workdir, steps, warmup, eval_windows, device):
     return result
 
 
-def _model_rss(mem, res, ref):
-    """The framework's RSS after its import and the rest of the peak (the
-    model and its work), for both sides (CPU only)."""
-    if mem != "rss_mb":
-        return {}
-    out = {
-        "import_rss_mb": round(res["import_rss_mb"], 1),
-        "model_rss_mb": round(res[mem] - res["import_rss_mb"], 1),
-    }
-    if ref:
-        out["reference_model_rss_mb"] = round(
-            ref[mem] - ref["import_rss_mb"], 1
-        )
-    return out
+# -- the parent: options, children, records ---------------------------------
 
 
-def _child_env(args):
-    if args.device == "cpu":
-        return harness.thread_env(args.threads)
-    # TensorFlow is not needed on the GPU machine; JAX allocates as it goes
-    # (so its peak is the model's, like torch's).
-    return harness.thread_env(
-        args.threads,
-        KERAS_BACKEND="jax",
-        XLA_PYTHON_CLIENT_PREALLOCATE="false",
-    )
-
-
-def _describe_device(device):
-    if device == "cpu":
-        return harness.machine(), "torch 2.13 CPU"
-    import torch
-
-    if not torch.cuda.is_available():
-        raise SystemExit("--device gpu: torch sees no CUDA device")
-    name = torch.cuda.get_device_name()
-    return (
-        f"GPU {name}; Keras on JAX",
-        f"torch {torch.__version__.split('+')[0]} CUDA (cuDNN nn.LSTM)",
-    )
-
-
-def main():
-    p = harness.paired_parser(
-        __doc__, "awd.jsonl", ["keras", "torch"], 2, threads=1
-    )
+def parser():
+    p = paired_parser(__doc__, "awd.jsonl", ["keras", "torch"], 2, threads=1)
     p.add_argument("--models", nargs="+", default=list(RECIPES))
     p.add_argument("--preset", default="paper", choices=["paper", "cpu"])
     p.add_argument("--steps", type=int, default=3, help="timed training steps")
@@ -664,17 +435,39 @@ def main():
         default="cpu",
         help="gpu: Keras on JAX on the GPU vs torch on CUDA (see above)",
     )
-    args = harness.parse(p, measure)
-    if args.warmup < 1:
-        p.error("--warmup must be >= 1")
-    for name in args.models:
-        if name not in RECIPES:
-            p.error(f"unknown model {name!r}; choose from {list(RECIPES)}")
+    return p
 
-    start = time.perf_counter()
-    device, torch_name = _describe_device(args.device)
-    env = _child_env(args)
-    workdir = tempfile.mkdtemp(prefix="awd_throughput_")
+
+def child_env(args):
+    if args.device == "cpu":
+        return thread_env(args.threads)
+    # TensorFlow is not needed on the GPU machine; JAX allocates as it goes
+    # (so its peak is the model's, like torch's).
+    return thread_env(
+        args.threads,
+        KERAS_BACKEND="jax",
+        XLA_PYTHON_CLIENT_PREALLOCATE="false",
+    )
+
+
+def describe_device(device):
+    """The records' ``device`` and the reference's name."""
+    if device == "cpu":
+        return machine(), torch_label()
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("--device gpu: torch sees no CUDA device")
+    name = torch.cuda.get_device_name()
+    return (
+        f"GPU {name}; Keras on JAX",
+        torch_label("(cuDNN nn.LSTM)", device="CUDA"),
+    )
+
+
+def run_all(args, env, workdir):
+    """Prepares the data, checks the models' equivalence and runs the
+    interleaved children: ``(configs, diffs, samples)``."""
     params = {
         "workdir": workdir,
         "steps": args.steps,
@@ -682,210 +475,243 @@ def main():
         "eval_windows": args.eval_windows,
         "device": args.device,
     }
-    try:
-        harness.run_child(
-            __file__, dict(params, impl="prepare", name=args.preset), env
+    run_child(MODULE, dict(params, impl="prepare", name=args.preset), env)
+    with open(os.path.join(workdir, "configs.json")) as f:
+        configs = json.load(f)["configs"]
+    diffs = {}
+    for name in args.models if args.check else ():
+        check = dict(params, impl="check", name=name)
+        diffs[name] = run_child(MODULE, check, env)["max_abs_diff"]
+        print(
+            f"{name}: Keras weights copied into torch: max |log p "
+            f"difference| {diffs[name]:.2e}",
+            flush=True,
         )
-        with open(os.path.join(workdir, "configs.json")) as f:
-            configs = json.load(f)["configs"]
-        diffs = {}
-        if args.check:
-            for name in args.models:
-                diffs[name] = harness.run_child(
-                    __file__, dict(params, impl="check", name=name), env
-                )["max_abs_diff"]
-                print(
-                    f"{name}: Keras weights copied into torch: max |log p "
-                    f"difference| {diffs[name]:.2e}",
-                    flush=True,
-                )
 
-        def measure_one(key):
-            name, impl = key
-            return harness.run_child(
-                __file__, dict(params, name=name, impl=impl), env
-            )
+    def measure_one(key):
+        return run_child(MODULE, dict(params, name=key[0], impl=key[1]), env)
 
-        def report(rep, key, r):
-            print(
-                f"[{rep}] {key[0]:13s} {key[1]:6s} train "
-                f"{r['train']:7.1f} tok/s  eval b10 "
-                f"{r['eval_b10']:7.1f}  b1 {r['eval_b1']:6.1f}  "
-                f"steps {r['step_s']}  rss {r['rss_mb']:.0f} MB  "
-                f"wall {r['wall_s']:.0f} s  load "
-                f"{r['load_average']:.2f}",
-                flush=True,
-            )
+    def report(rep, key, r):
+        print(
+            f"[{rep}] {key[0]:13s} {key[1]:6s} train {r['train']:7.1f} "
+            f"tok/s  eval b10 {r['eval_b10']:7.1f}  b1 {r['eval_b1']:6.1f}  "
+            f"steps {r['step_s']}  rss {r['rss_mb']:.0f} MB  wall "
+            f"{r['wall_s']:.0f} s  load {r['load_average']:.2f}",
+            flush=True,
+        )
 
-        keys = [(n, i) for n in args.models for i in args.impls]
-        samples = harness.interleave(keys, args.repeats, measure_one, report)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    keys = [(n, i) for n in args.models for i in args.impls]
+    samples = interleave(keys, args.repeats, measure_one, report)
+    return configs, diffs, samples
 
-    mem = "gpu_peak_mb" if args.device == "gpu" else "rss_mb"
-    fields = harness.record_fields(
-        "awd_throughput.py",
-        device=device,
-        threads=args.threads or None,
-        inter_op_threads=args.threads or "default",
+
+def phase_fields(args, cfg, impl, runs):
+    """Each phase's record fields (batch, window, method)."""
+    d = cfg["data"]
+    eval_bptt = d["eval_bptt"] or d["bptt"]
+    method = EVAL_METHOD if impl == "keras" else TORCH_EVAL_METHOD
+    return {
+        "train": {
+            "batch_size": d["batch_size"],
+            "bptt": d["bptt"],
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "step_s": [r["step_s"] for r in runs],
+            "regularisers": "all on",
+        },
+        "eval_b10": {
+            "batch_size": d["eval_batch_size"],
+            "bptt": eval_bptt,
+            "windows": args.eval_windows[0],
+            "stateful": True,
+            "method": method,
+        },
+        "eval_b1": {
+            "batch_size": d["test_batch_size"],
+            "bptt": eval_bptt,
+            "windows": args.eval_windows[1],
+            "stateful": True,
+            "method": method,
+        },
+    }
+
+
+def impl_records(args, ctx, name, impl):
+    """The throughput and memory records of ``impl`` on ``name``."""
+    med, samples, mem = ctx["med"], ctx["samples"], ctx["mem"]
+    res, runs, ref = (
+        med[name, impl],
+        samples[name, impl],
+        med.get((name, "torch")),
     )
-    med = harness.medians(
-        samples,
-        (
-            "train",
-            "eval_b10",
-            "eval_b1",
-            mem,
-            "import_rss_mb",
-            "params",
-            "load_average",
-        ),
+    base = ctx["base"](name)
+    info = {
+        "params": int(res["params"]),
+        "load_average": round(res["load_average"], 2),
+        "load_averages": [round(r["load_average"], 2) for r in runs],
+        "repeats": len(runs),
+        **malloc_fields(runs, samples.get((name, "torch")) if ref else None),
+    }
+    records = []
+    phases = phase_fields(args, ctx["configs"][name], impl, runs)
+    for phase, extra in phases.items():
+        records.append(
+            record(
+                "throughput",
+                f"{base}_{phase}",
+                impl,
+                res[phase],
+                "tok/s",
+                ref and ref[phase],
+                f"{ctx['torch_name']}, same architecture, same run",
+                **info,
+                samples=[round(r[phase], 1) for r in runs],
+                **extra,
+            )
+        )
+    note = (
+        "peak RSS of the whole subprocess (train + both evaluations)"
+        if mem == "rss_mb"
+        else "peak GPU memory of the subprocess (train + both "
+        "evaluations): JAX peak_bytes_in_use / "
+        "torch.cuda.max_memory_allocated"
     )
+    records.append(
+        record(
+            "memory",
+            f"{base}_peak_{mem.split('_')[0]}",
+            impl,
+            res[mem],
+            "MB",
+            ref and ref[mem],
+            f"{ctx['torch_name']}, same run",
+            **info,
+            **(rss_fields(res, ref) if mem == "rss_mb" else {}),
+            note=note,
+        )
+    )
+    return records
+
+
+def params_record(ctx, name, diffs):
+    """Keras's and torch's parameter counts, checked (two LSTM biases)."""
+    from bench.reference.awd_lstm import lstm_sizes
+
+    med = ctx["med"]
+    kp, tp = (
+        int(med[name, "keras"]["params"]),
+        int(med[name, "torch"]["params"]),
+    )
+    sizes = lstm_sizes(ctx["configs"][name]["model"])
+    expected = 4 * sum(sizes)
+    check = "ok" if tp - kp == expected else "MISMATCH"
+    print(
+        f"{name}: params keras {kp:,} torch {tp:,} (diff "
+        f"{tp - kp:,}, expected 4*sum(H) = {expected:,}: {check})"
+    )
+    diff = diffs.get(name)
+    return record(
+        "params",
+        f"{ctx['base'](name)}_params",
+        "keras",
+        kp,
+        "params",
+        tp,
+        "torch, same architecture (two LSTM biases)",
+        digits=None,
+        ratio_digits=6,
+        difference=tp - kp,
+        expected_difference=expected,
+        lstm_units=sizes,
+        check=check,
+        equivalence_max_abs_logp_diff=None
+        if diff is None
+        else float(f"{diff:.2e}"),
+    )
+
+
+def mmlstm_ratio_records(args, ctx):
+    """The MMLSTM / AWD-LSTM-MoS training-throughput ratio of each impl."""
+    med, samples, records = ctx["med"], ctx["samples"], []
+    for impl in args.impls:
+        mm, mos = med["mmlstm", impl], med["awd_lstm_mos", impl]
+        pairs = zip(samples["mmlstm", impl], samples["awd_lstm_mos", impl])
+        load = statistics.median([mm["load_average"], mos["load_average"]])
+        records.append(
+            record(
+                "throughput",
+                ctx["base"]("mmlstm_vs_awd_lstm_mos") + "_train",
+                impl,
+                mm["train"],
+                "tok/s",
+                mos["train"],
+                f"AWD-LSTM-MoS ({impl}), same run",
+                params=int(mm["params"]),
+                reference_params=int(mos["params"]),
+                load_average=round(load, 2),
+                repeat_ratios=[
+                    round(a["train"] / b["train"], 3) for a, b in pairs
+                ],
+                target="ratio >= 0.9 (the Major-Minor split costs at "
+                "most ~10% throughput)",
+            )
+        )
+    return records
+
+
+def build_records(args, ctx, diffs):
     records = []
     for name in args.models:
-        cfg = configs[name]
-        d, m = cfg["data"], cfg["model"]
-        ref = med.get((name, "torch"))
-        base = f"{name}_ptb_{args.preset}"
-        if args.device == "gpu":
-            base += "_gpu"
-        lstm_sizes = _lstm_sizes(m)
         for impl in args.impls:
-            res = med[name, impl]
-            runs = samples[name, impl]
-            info = {
-                "params": int(res["params"]),
-                "load_average": round(res["load_average"], 2),
-                "load_averages": [round(r["load_average"], 2) for r in runs],
-                "repeats": len(runs),
-                **harness.malloc_fields(
-                    runs, samples.get((name, "torch")) if ref else None
-                ),
-            }
-            phases = {
-                "train": {
-                    "batch_size": d["batch_size"],
-                    "bptt": d["bptt"],
-                    "steps": args.steps,
-                    "warmup": args.warmup,
-                    "step_s": [r["step_s"] for r in runs],
-                    "regularisers": "all on",
-                },
-                "eval_b10": {
-                    "batch_size": d["eval_batch_size"],
-                    "bptt": d["eval_bptt"] or d["bptt"],
-                    "windows": args.eval_windows[0],
-                    "stateful": True,
-                },
-                "eval_b1": {
-                    "batch_size": d["test_batch_size"],
-                    "bptt": d["eval_bptt"] or d["bptt"],
-                    "windows": args.eval_windows[1],
-                    "stateful": True,
-                },
-            }
-            for phase, extra in phases.items():
-                if phase != "train":
-                    extra["method"] = (
-                        EVAL_METHOD
-                        if impl == "keras"
-                        else "model.eval() + no_grad loop, state carried; "
-                        "first window untimed"
-                    )
-                records.append(
-                    harness.record(
-                        "throughput",
-                        f"{base}_{phase}",
-                        impl,
-                        res[phase],
-                        "tok/s",
-                        ref and ref[phase],
-                        f"{torch_name}, same architecture, same run",
-                        **info,
-                        samples=[round(r[phase], 1) for r in runs],
-                        **extra,
-                    )
-                )
-            records.append(
-                harness.record(
-                    "memory",
-                    f"{base}_peak_{mem.split('_')[0]}",
-                    impl,
-                    res[mem],
-                    "MB",
-                    ref and ref[mem],
-                    f"{torch_name}, same run",
-                    **info,
-                    **_model_rss(mem, res, ref),
-                    note="peak RSS of the whole subprocess (train + both "
-                    "evaluations)"
-                    if mem == "rss_mb"
-                    else "peak GPU memory of the subprocess (train + both "
-                    "evaluations): JAX peak_bytes_in_use / "
-                    "torch.cuda.max_memory_allocated",
-                )
-            )
-        if (name, "keras") in med and ref:
-            kp, tp = int(med[name, "keras"]["params"]), int(ref["params"])
-            expected = 4 * sum(lstm_sizes)
-            check = "ok" if tp - kp == expected else "MISMATCH"
-            records.append(
-                harness.record(
-                    "params",
-                    f"{base}_params",
-                    "keras",
-                    kp,
-                    "params",
-                    tp,
-                    "torch, same architecture (two LSTM biases)",
-                    digits=None,
-                    ratio_digits=6,
-                    difference=tp - kp,
-                    expected_difference=expected,
-                    lstm_units=lstm_sizes,
-                    check=check,
-                    equivalence_max_abs_logp_diff=float(f"{diffs[name]:.2e}")
-                    if name in diffs
-                    else None,
-                )
-            )
-            print(
-                f"{name}: params keras {kp:,} torch {tp:,} (diff "
-                f"{tp - kp:,}, expected 4*sum(H) = {expected:,}: {check})"
-            )
+            records += impl_records(args, ctx, name, impl)
+        if (name, "keras") in ctx["med"] and (name, "torch") in ctx["med"]:
+            records.append(params_record(ctx, name, diffs))
     if "mmlstm" in args.models and "awd_lstm_mos" in args.models:
-        for impl in args.impls:
-            mm, mos = med["mmlstm", impl], med["awd_lstm_mos", impl]
-            pairs = zip(samples["mmlstm", impl], samples["awd_lstm_mos", impl])
-            load = statistics.median([mm["load_average"], mos["load_average"]])
-            records.append(
-                harness.record(
-                    "throughput",
-                    f"mmlstm_vs_awd_lstm_mos_ptb_{args.preset}"
-                    + ("_gpu" if args.device == "gpu" else "")
-                    + "_train",
-                    impl,
-                    mm["train"],
-                    "tok/s",
-                    mos["train"],
-                    f"AWD-LSTM-MoS ({impl}), same run",
-                    params=int(mm["params"]),
-                    reference_params=int(mos["params"]),
-                    load_average=round(load, 2),
-                    repeat_ratios=[
-                        round(a["train"] / b["train"], 3) for a, b in pairs
-                    ],
-                    target="ratio >= 0.9 (the Major-Minor split costs at "
-                    "most ~10% throughput)",
-                )
-            )
+        records += mmlstm_ratio_records(args, ctx)
     for rec in records:
         if rec["kind"] == "throughput":
             print(
                 f"{rec['name']:42s} {rec['model']:6s} {rec['value']:8.1f} "
                 f"tok/s  ref {rec['reference']}  ratio {rec['ratio']}"
             )
-    harness.write_records(args, records, fields)
+    return records
+
+
+def main(argv=None):
+    p = parser()
+    args = parse(p, measure, argv)
+    if args.warmup < 1:
+        p.error("--warmup must be >= 1")
+    for name in args.models:
+        if name not in RECIPES:
+            p.error(f"unknown model {name!r}; choose from {list(RECIPES)}")
+    start = time.perf_counter()
+    device, torch_name = describe_device(args.device)
+    workdir = tempfile.mkdtemp(prefix="awd_throughput_")
+    try:
+        configs, diffs, samples = run_all(args, child_env(args), workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    mem = "gpu_peak_mb" if args.device == "gpu" else "rss_mb"
+    fields = (*PHASES, mem, "import_rss_mb", "params", "load_average")
+    suffix = "_gpu" if args.device == "gpu" else ""
+    ctx = {
+        "configs": configs,
+        "samples": samples,
+        "med": medians(samples, fields),
+        "mem": mem,
+        "torch_name": torch_name,
+        "base": lambda name: f"{name}_ptb_{args.preset}{suffix}",
+    }
+    records = build_records(args, ctx, diffs)
+    fields = record_fields(
+        MODULE,
+        argv,
+        device=device,
+        threads=args.threads or None,
+        inter_op_threads=args.threads or "default",
+    )
+    write_records(args, records, fields)
     print(f"total {time.perf_counter() - start:.0f} s")
 
 

@@ -12,7 +12,7 @@ log-probabilities computed once, as ``tune-cache`` does). Appends
 ``throughput`` records (tokens/s, reference = the same stream without the
 cache) to ``bench/results/cache_pointer.jsonl`` (``--out``).
 
-    python bench/cache_pointer.py --run runs/zaremba_small_2ep \
+    python -m bench.cache_pointer --run runs/zaremba_small_2ep \
         --cache ptb wt2 --split test
 """
 
@@ -20,7 +20,13 @@ import argparse
 import os
 import time
 
-import _harness as harness
+from bench.harness.options import add_output_arguments
+from bench.harness.options import add_threads_argument
+from bench.harness.processes import set_threads
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import write_records
+from bench.harness.timing import EVAL_PASSES
 
 
 def main(argv=None):
@@ -35,17 +41,17 @@ def main(argv=None):
     )
     p.add_argument("--bptt", type=int, help="segment length (run's eval)")
     p.add_argument("--max-tokens", type=int, help="first N tokens only")
-    p.add_argument("--passes", type=int, default=harness.EVAL_PASSES)
-    harness.add_threads_argument(p)
-    harness.add_output_arguments(p, "cache_pointer.jsonl")
+    p.add_argument("--passes", type=int, default=EVAL_PASSES)
+    add_threads_argument(p)
+    add_output_arguments(p, "cache_pointer.jsonl")
     args = p.parse_args(argv)
-    harness.set_threads(args.threads)
+    set_threads(args.threads)
 
     import numpy as np
 
-    from keras_rnnlm.evaluation.cache_pointer import CacheConfig
-    from keras_rnnlm.evaluation.cache_pointer import CacheEvaluator
-    from keras_rnnlm.evaluation.cache_pointer import cache_log_probs_of
+    from keras_rnnlm.cache_pointer import CacheConfig
+    from keras_rnnlm.evaluation.cache import CacheEvaluator
+    from keras_rnnlm.evaluation.cache import cache_log_probs_of
     from keras_rnnlm.runs import open_run
 
     config, corpus = open_run(args.run)
@@ -83,8 +89,7 @@ def main(argv=None):
         )
 
     keyed = ev.keyed_split(ids)
-    fields = harness.record_fields(
-        "cache_pointer.py",
+    fields = record_fields("bench.cache_pointer",
         argv,
         threads=args.threads,
         run=args.run,
@@ -120,7 +125,7 @@ def main(argv=None):
             cache_arithmetic_tok_s=round(arith, 1),
         )
         records.append(
-            harness.record(
+            record(
                 "throughput",
                 f"cache_pointer_{text}",
                 "keras_rnnlm",
@@ -131,7 +136,7 @@ def main(argv=None):
                 **extra,
             )
         )
-    harness.write_records(args, records)
+    write_records(args, records)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Perplexity of a trained run with the continuous cache pointer (Grave et
 al. 2017, arXiv:1612.04426), as ``quality`` records.
 
-    python bench/cache_quality.py runs/awd_lstm_ptb_cpu --preset ptb \
+    python -m bench.cache_quality runs/awd_lstm_ptb_cpu --preset ptb \
         --hparams awd_lstm_ptb
 
 One mechanism, the package's commands, run one after the other:
@@ -29,7 +29,11 @@ import shutil
 import subprocess
 import sys
 
-import _harness as harness
+from bench.harness import LOGS
+from bench.harness.options import add_output_arguments
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import write_records
 
 #: Published gains of the cache on awd-lstm-lm (its README, finetuned
 #: AWD-LSTM, valid / test), for the records' notes.
@@ -75,10 +79,10 @@ def main(argv=None):
     )
     p.add_argument(
         "--logs",
-        default=os.path.join(harness.HERE, "logs"),
+        default=LOGS,
         help="result files are copied to LOGS/NAME/cache/",
     )
-    harness.add_output_arguments(p, "quality.jsonl")
+    add_output_arguments(p, "quality.jsonl")
     args = p.parse_args(argv)
     run = args.run_dir.rstrip("/")
     name = args.name or os.path.basename(run)
@@ -88,13 +92,13 @@ def main(argv=None):
         f"KERAS_RNNLM_DATA=$DATA TF_NUM_INTRAOP_THREADS="
         f"{os.environ.get('TF_NUM_INTRAOP_THREADS', 'default')}"
     )
-    fields = harness.record_fields("cache_quality.py", argv)
+    fields = record_fields("bench.cache_quality", argv)
     note = PUBLISHED[args.preset]
     records = []
 
     def add(suffix, value, reference, command, **extra):
         records.append(
-            harness.record(
+            record(
                 "quality",
                 f"{name}_{suffix}",
                 name,
@@ -198,7 +202,7 @@ def main(argv=None):
     fields["date"] = datetime.date.today().isoformat()
     for rec in records:
         print(json.dumps(rec))
-    harness.write_records(args, records, fields)
+    write_records(args, records, fields)
     if not args.no_record:
         dest = os.path.join(args.logs, name, "cache")
         os.makedirs(dest, exist_ok=True)

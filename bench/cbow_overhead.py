@@ -1,4 +1,4 @@
-"""Cost of the CBOW long-term context module (issue #21), in tokens/s.
+"""Cost of the CBOW long-term context module, in tokens/s.
 
 The small WikiText-2 model of ``recipes/cbow_wt2.py``
 (:func:`keras_rnnlm.presets.cbow_lstm.cbow_preset`: vocabulary 33,278,
@@ -29,8 +29,8 @@ hits them alike. The figures are medians over the rounds. Records (one
 per variant, phase and thread setting, with the load averages at the
 start and the end of the child) go to ``bench/results/cbow.jsonl``.
 
-    python bench/cbow_overhead.py                     # ~7 min, 2 cores
-    python bench/cbow_overhead.py --threads 1 --rounds 1 --steps 2 \\
+    python -m bench.cbow_overhead                     # ~7 min, 2 cores
+    python -m bench.cbow_overhead --threads 1 --rounds 1 --steps 2 \\
         --eval-steps 2 --no-record                    # a quick check
 """
 
@@ -39,7 +39,20 @@ import os
 import statistics
 import time
 
-import _harness as harness
+from bench.harness.options import add_child_argument
+from bench.harness.options import add_output_arguments
+from bench.harness.options import parse
+from bench.harness.processes import interleave
+from bench.harness.processes import note_import_rss
+from bench.harness.processes import run_child
+from bench.harness.processes import thread_env
+from bench.harness.processes import vs
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import write_records
+
+#: This bench (its children run ``python -m bench.cbow_overhead --child``).
+MODULE = "bench.cbow_overhead"
 
 VOCAB, BATCH, BPTT = 33278, 20, 35
 WEIGHTINGS = ("none", "uniform", "positional", "idf")
@@ -64,7 +77,7 @@ def build_variant(impl, rng):
     """The compiled training model and the evaluation model of one
     variant, and their inputs: ``(train_model, eval_model, x, y)``."""
     from keras_rnnlm.config import RunConfig
-    from keras_rnnlm.evaluator import Evaluator
+    from keras_rnnlm.evaluation.static import Evaluator
     from keras_rnnlm.models import build_language_model
     from keras_rnnlm.presets.cbow_lstm import cbow_preset
     from keras_rnnlm.training import compile_model
@@ -101,7 +114,7 @@ def measure(impls, rounds, steps, eval_steps):
     """Child: tokens/s of every variant (interleaved rounds)."""
     import numpy as np
 
-    harness.note_import_rss()
+    note_import_rss()
     load_start = os.getloadavg()
     rng = np.random.default_rng(0)
     built = {impl: build_variant(impl, rng) for impl in impls}
@@ -126,7 +139,7 @@ def measure(impls, rounds, steps, eval_steps):
             out[phase] = n * tokens / (time.perf_counter() - t)
         return out
 
-    samples = harness.interleave(impls, rounds, one_round)
+    samples = interleave(impls, rounds, one_round)
     result = {
         impl: {
             phase: statistics.median(r[phase] for r in runs)
@@ -172,27 +185,27 @@ def main():
         "during the whole bench (the load averages count them)",
         help="recorded with every record",
     )
-    harness.add_output_arguments(p, "cbow.jsonl")
-    harness.add_child_argument(p)
-    args = harness.parse(p, measure)
+    add_output_arguments(p, "cbow.jsonl")
+    add_child_argument(p)
+    args = parse(p, measure)
     for impl in args.impls:
         parse_impl(impl)
     if "none" not in args.impls:
         p.error("--impls needs 'none' (the reference of the ratios)")
 
-    fields = harness.record_fields("cbow_overhead.py")
+    fields = record_fields("bench.cbow_overhead")
     records = []
     start = time.perf_counter()
     for threads in args.threads:
-        r = harness.run_child(
-            __file__,
+        r = run_child(
+            MODULE,
             {
                 "impls": args.impls,
                 "rounds": args.rounds,
                 "steps": args.steps,
                 "eval_steps": args.eval_steps,
             },
-            harness.thread_env(threads, interop=0),
+            thread_env(threads, interop=0),
         )
         ref = r["rates"]["none"]
         label = threads or "default"
@@ -205,7 +218,7 @@ def main():
             m = r["rates"][impl]
             for phase in ("train", "eval"):
                 records.append(
-                    harness.record(
+                    record(
                         "throughput",
                         f"cbow_wt2_small_{phase}",
                         impl,
@@ -231,11 +244,11 @@ def main():
             print(
                 f"  {impl:16s} train {m['train']:7.0f} tok/s "
                 f"({1000 * BATCH * BPTT / m['train']:6.1f} ms/step)  "
-                f"eval {m['eval']:7.0f} tok/s" + harness.vs(m, ref, "none"),
+                f"eval {m['eval']:7.0f} tok/s" + vs(m, ref, "none"),
                 flush=True,
             )
     print(f"total {time.perf_counter() - start:.0f} s")
-    harness.write_records(args, records, fields)
+    write_records(args, records, fields)
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ streams split evenly) and the interconnect bandwidth at which n GPUs
 break even with one, and at which they reach 90% scaling efficiency,
 for n = 2, 4, 8. A model, not a measurement.
 
-    python bench/distribute.py --steps 10 --repeats 3
-    python bench/distribute.py --scaling-model --no-record
+    python -m bench.distribute --steps 10 --repeats 3
+    python -m bench.distribute --scaling-model --no-record
 """
 
 import json
@@ -36,10 +36,24 @@ import os
 import socket
 import statistics
 import subprocess
-import sys
 import time
 
-import _harness as harness
+from bench.harness import RESULTS
+from bench.harness import ROOT
+from bench.harness.options import paired_parser
+from bench.harness.options import parse
+from bench.harness.processes import child_command
+from bench.harness.processes import interleave
+from bench.harness.processes import medians
+from bench.harness.processes import run_child
+from bench.harness.processes import thread_env
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import write_records
+from bench.harness.timing import median_rate
+
+#: This bench (its children run ``python -m bench.distribute --child``).
+MODULE = "bench.distribute"
 
 NAME = "distribute"
 #: device count, and ``dp``: the data-parallel path on that many devices
@@ -70,7 +84,7 @@ def measure(impl, recipe, preset, vocab, steps, warmup):
     from keras_rnnlm.training.trainer import compile_model
 
     cfg = config_from_preset(
-        load_recipe(os.path.join(harness.ROOT, recipe)).PRESETS, preset
+        load_recipe(os.path.join(ROOT, recipe)).PRESETS, preset
     )
     mode = "none" if impl == "1" else "data_parallel"
     cfg = apply_overrides(cfg, [f"train.distribute={mode}"])
@@ -92,7 +106,7 @@ def measure(impl, recipe, preset, vocab, steps, warmup):
         )
         compile_model(model, cfg.train)
         model.fit(x[: b * warmup], y[: b * warmup], batch_size=b, verbose=0)
-        rate = harness.median_rate(
+        rate = median_rate(
             lambda: model.fit(
                 x[b * warmup :],
                 y[b * warmup :],
@@ -134,7 +148,7 @@ def _free_port():
 def run_processes(params, env, timeout=1800):
     """Runs the child as :data:`PROCESSES` processes joined on 127.0.0.1
     (one device each) and returns process 0's result, as
-    ``harness.run_child`` does; kills them all when one fails."""
+    ``run_child`` does; kills them all when one fails."""
     env = {
         **env,
         "XLA_FLAGS": "--xla_force_host_platform_device_count=1",
@@ -144,11 +158,12 @@ def run_processes(params, env, timeout=1800):
     t = time.perf_counter()
     procs = [
         subprocess.Popen(
-            [sys.executable, __file__, "--child", json.dumps(params)],
+            child_command(MODULE, params),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env={**env, "KERAS_DISTRIBUTION_PROCESS_ID": str(i)},
+            cwd=ROOT,
         )
         for i in range(PROCESSES)
     ]
@@ -179,7 +194,7 @@ def scaling_model():
     from keras_rnnlm.recipe import load_recipe
 
     gpu = {}
-    with open(os.path.join(harness.RESULTS, "awd.jsonl")) as f:
+    with open(os.path.join(RESULTS, "awd.jsonl")) as f:
         for line in f:
             r = json.loads(line)
             if (
@@ -196,7 +211,7 @@ def scaling_model():
         rate = statistics.median(r["value"] for r in gpu[key])
         params = gpu[key][-1]["params"]
         cfg = config_from_preset(
-            load_recipe(os.path.join(harness.ROOT, path)).PRESETS, "paper"
+            load_recipe(os.path.join(ROOT, path)).PRESETS, "paper"
         )
         b, t = cfg.data.batch_size, cfg.data.bptt
         step_s = b * t / rate
@@ -228,7 +243,7 @@ def scaling_model():
 
 
 def main():
-    parser = harness.paired_parser(__doc__, f"{NAME}.jsonl", IMPLS, 3)
+    parser = paired_parser(__doc__, f"{NAME}.jsonl", IMPLS, 3)
     parser.add_argument("--recipe", default="recipes/awd_lstm_ptb.py")
     parser.add_argument("--preset", default="cpu")
     parser.add_argument("--vocab", type=int, default=10000)
@@ -239,8 +254,8 @@ def main():
         action="store_true",
         help="print (and record) the paper-size scaling model only",
     )
-    args = harness.parse(parser, measure)
-    fields = harness.record_fields("distribute.py")
+    args = parse(parser, measure)
+    fields = record_fields("bench.distribute")
     if args.scaling_model:
         rows = scaling_model()
         fields["device"] = (
@@ -256,7 +271,7 @@ def main():
                 f"{r['eff90_gb_s']:.1f} GB/s"
             )
         records = [
-            harness.record(
+            record(
                 "model",
                 f"{r['preset']}_paper_dp_breakeven_x{r['gpus']}",
                 "scaling_model",
@@ -267,7 +282,7 @@ def main():
             )
             for r in rows
         ]
-        harness.write_records(args, records, fields)
+        write_records(args, records, fields)
         return
     params = {
         "recipe": args.recipe,
@@ -278,7 +293,7 @@ def main():
     }
 
     def env(impl):
-        return harness.thread_env(
+        return thread_env(
             args.threads,
             KERAS_BACKEND="jax",
             XLA_FLAGS="--xla_force_host_platform_device_count="
@@ -288,20 +303,20 @@ def main():
     def run(impl):
         if impl.endswith("proc"):
             return run_processes({"impl": impl, **params}, env(impl))
-        return harness.run_child(__file__, {"impl": impl, **params}, env(impl))
+        return run_child(MODULE, {"impl": impl, **params}, env(impl))
 
     def report(rep, impl, r):
         print(f"repeat {rep}: {impl} device(s): {r['train']:.0f} tok/s")
 
-    samples = harness.interleave(args.impls, args.repeats, run, report)
-    med = harness.medians(samples, ["train"])
+    samples = interleave(args.impls, args.repeats, run, report)
+    med = medians(samples, ["train"])
     ref = med.get("1", {}).get("train")
     name = f"{os.path.basename(args.recipe)[:-3]}_{args.preset}_train"
     records = []
     for impl in args.impls:
         last = samples[impl][-1]
         records.append(
-            harness.record(
+            record(
                 "throughput",
                 f"{name}_{_label(impl)}",
                 f"keras_jax_{_label(impl)}",
@@ -322,7 +337,7 @@ def main():
             )
         )
         print(f"{impl} device(s): median {med[impl]['train']:.0f} tok/s")
-    harness.write_records(args, records, fields)
+    write_records(args, records, fields)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ Appends ``throughput`` records (tokens/s, reference = PyTorch) to
 (dynamic perplexity, reference = the static perplexity of the same tokens)
 to ``bench/results/quality.jsonl`` (``--quality-out``).
 
-    python bench/dynamic_eval.py --run runs/zaremba_ptb_small \
+    python -m bench.dynamic_eval --run runs/zaremba_ptb_small \
         --preset mmlstm_ptb
 """
 
@@ -30,13 +30,20 @@ import sys
 import time
 import types
 
-import _harness as harness
 import numpy as np
+
+from bench.harness import RESULTS
+from bench.harness.options import add_output_arguments
+from bench.harness.options import add_threads_argument
+from bench.harness.processes import set_threads
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import write_records
 
 
 def keras_side(args, corpus, config):
     from keras_rnnlm.evaluation.dynamic import DynamicEvaluator
-    from keras_rnnlm.evaluator import Evaluator
+    from keras_rnnlm.evaluation.static import Evaluator
 
     weights = os.path.join(args.run, "best.weights.h5")
     over = {}
@@ -164,19 +171,19 @@ def main(argv=None):
         default=None,
         help="training batches for the statistics (default: the preset's)",
     )
-    harness.add_threads_argument(p)
+    add_threads_argument(p)
     p.add_argument("--name", default=None, help="quality record name")
-    harness.add_output_arguments(p, "dynamic_eval.jsonl")
+    add_output_arguments(p, "dynamic_eval.jsonl")
     p.add_argument(
         "--quality-out",
-        default=os.path.join(harness.RESULTS, "quality.jsonl"),
+        default=os.path.join(RESULTS, "quality.jsonl"),
         help="where the quality record goes (default: %(default)s)",
     )
     args = p.parse_args(argv)
     import tensorflow as tf
     import torch
 
-    harness.set_threads(args.threads, torch)
+    set_threads(args.threads, torch)
 
     from keras_rnnlm.runs import open_run
 
@@ -184,8 +191,7 @@ def main(argv=None):
     ev, ids, stats, dyn, static = keras_side(args, corpus, config)
     ref = torch_side(ev, corpus, ids)
 
-    fields = harness.record_fields(
-        "dynamic_eval.py",
+    fields = record_fields("bench.dynamic_eval",
         argv,
         threads=args.threads,
         run=args.run,
@@ -207,7 +213,7 @@ def main(argv=None):
         ("dynamic_eval_stream", dyn["tokens_per_s"], ref["tokens_per_s"]),
     ]
     throughput = [
-        harness.record(
+        record(
             "throughput",
             name,
             "keras_rnnlm",
@@ -218,11 +224,11 @@ def main(argv=None):
         )
         for name, value, torch_value in rows
     ]
-    harness.write_records(args, throughput, fields)
+    write_records(args, throughput, fields)
     name = args.name or (
         f"{os.path.basename(os.path.normpath(args.run))}_dynamic_{args.split}"
     )
-    quality = harness.record(
+    quality = record(
         "quality",
         name,
         config.name,
@@ -233,7 +239,7 @@ def main(argv=None):
         digits=4,
         ratio_digits=4,
     )
-    harness.write_records(args, [quality], fields, path=args.quality_out)
+    write_records(args, [quality], fields, path=args.quality_out)
     return 0
 
 

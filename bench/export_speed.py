@@ -1,7 +1,7 @@
 """Speed of the two SavedModel variants: the default export (the generic
 recurrent loop, no XLA) against ``--xla`` (the fused, XLA-compiled loop).
 
-    python bench/export_speed.py [--size medium] [--sentences 128]
+    python -m bench.export_speed [--size medium] [--sentences 128]
         [--latency-calls 40] [--thread-settings 1 2 0] [--repeats 2]
 
 One untrained Zaremba-sized model (PTB's 10k words, ``--size medium``:
@@ -34,7 +34,20 @@ import statistics
 import tempfile
 import time
 
-import _harness as harness
+from bench.harness.options import paired_parser
+from bench.harness.options import parse
+from bench.harness.processes import interleave
+from bench.harness.processes import medians
+from bench.harness.processes import note_import_rss
+from bench.harness.processes import run_child
+from bench.harness.processes import thread_env
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import write_records
+from bench.harness.timing import median_rate
+
+#: This bench (its children run ``python -m bench.export_speed --child``).
+MODULE = "bench.export_speed"
 
 SIZES = {"small": 200, "medium": 650, "large": 1500}
 VARIANTS = ("default", "xla")
@@ -90,7 +103,7 @@ def score_speed(path, sentences_file, sentences, latency_calls):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tokenizer op)
 
-    harness.note_import_rss()
+    note_import_rss()
     if os.environ.get("BENCH_THREADS"):
         # Also set in the context, so that its getters report them.
         threading = tf.config.threading
@@ -123,7 +136,7 @@ def score_speed(path, sentences_file, sentences, latency_calls):
         for b in batches:
             fn(sentences=b)
 
-    rate = harness.median_rate(one_pass, tokens)
+    rate = median_rate(one_pass, tokens)
 
     t = time.perf_counter()
     for s in singles:
@@ -161,7 +174,7 @@ def measure(impl, **params):
 
 
 def parser():
-    p = harness.paired_parser(
+    p = paired_parser(
         __doc__, "export.jsonl", VARIANTS, repeats=2, threads=None
     )
     p.add_argument("--size", choices=sorted(SIZES), default="medium")
@@ -180,27 +193,27 @@ def parser():
 
 def main(argv=None):
     p = parser()
-    args = harness.parse(p, measure, argv)
+    args = parse(p, measure, argv)
     if args.threads is not None:
         p.error("use --thread-settings")
     if args.latency_calls < 2 or args.sentences < args.latency_calls:
         p.error("need 2 <= --latency-calls <= --sentences")
-    script = os.path.abspath(__file__)
+    script = MODULE
     sentences_file = ptb_test_path()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_export_") as tmp:
-        exported = harness.run_child(
+        exported = run_child(
             script,
             {"impl": "export", "base": tmp, "size": args.size},
-            harness.thread_env(0),
+            thread_env(0),
         )
         print(f"exported both variants: {exported['export_seconds']} s")
         runs = {}
         for threads in args.thread_settings:
-            env = harness.thread_env(threads, interop=threads)
+            env = thread_env(threads, interop=threads)
 
             def one(variant, env=env):
-                return harness.run_child(
+                return run_child(
                     script,
                     {
                         "impl": variant,
@@ -223,15 +236,14 @@ def main(argv=None):
 
             runs[threads] = (
                 env,
-                harness.interleave(args.impls, args.repeats, one, report),
+                interleave(args.impls, args.repeats, one, report),
             )
     print(f"total {time.perf_counter() - started:.0f} s")
     records = build_records(args, runs, exported)
-    harness.write_records(
+    write_records(
         args,
         records,
-        harness.record_fields(
-            "export_speed.py",
+        record_fields("bench.export_speed",
             argv,
             model_desc=f"zaremba {args.size}, random weights",
             sentences=args.sentences,
@@ -245,7 +257,7 @@ def main(argv=None):
 def build_records(args, runs, exported):
     records = []
     for threads, (env, samples) in runs.items():
-        med = harness.medians(samples, ("tokens_per_s", "p50_ms", "p90_ms"))
+        med = medians(samples, ("tokens_per_s", "p50_ms", "p90_ms"))
         ref = med.get("default")
         for variant, results in samples.items():
             m = med[variant]
@@ -272,7 +284,7 @@ def build_records(args, runs, exported):
                 )
             model = f"saved_model_{variant}"
             records.append(
-                harness.record(
+                record(
                     "throughput",
                     "export_score_text_batch32",
                     model,
@@ -289,7 +301,7 @@ def build_records(args, runs, exported):
                 )
             )
             records.append(
-                harness.record(
+                record(
                     "latency",
                     "export_score_text_one_sentence",
                     model,

@@ -1,6 +1,6 @@
 """The recurrent loops as concurrent row blocks, on and off, in one process.
 
-    python bench/loop_parts.py --recipe recipes/awd_lstm_ptb.py --preset cpu \\
+    python -m bench.loop_parts --recipe recipes/awd_lstm_ptb.py --preset cpu \\
         --threads 2 --rounds 8
 
 Builds the preset's model twice in one process, once with the loops split
@@ -25,8 +25,14 @@ import os
 import statistics
 import time
 
-import _harness as harness
 import numpy as np
+
+from bench.harness.options import add_output_arguments
+from bench.harness.options import add_threads_argument
+from bench.harness.processes import set_threads
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import write_records
 
 ENV = "KERAS_RNNLM_LOOP_PARTS"
 
@@ -55,10 +61,10 @@ def main(argv=None):
         "--eval-batches", nargs="+", type=int, default=[10, 1], metavar="B"
     )
     ap.add_argument("--vocab", type=int, default=10000)
-    harness.add_threads_argument(ap, default=0)
-    harness.add_output_arguments(ap, "loop_parts.jsonl")
+    add_threads_argument(ap, default=0)
+    add_output_arguments(ap, "loop_parts.jsonl")
     args = ap.parse_args(argv)
-    harness.set_threads(args.threads)
+    set_threads(args.threads)
 
     from keras_rnnlm.loops.loop_parts import inter_op_threads
     from keras_rnnlm.recipe import config_from_preset
@@ -91,8 +97,7 @@ def main(argv=None):
             for _ in range(args.calls):
                 fn()
             times[key].append((time.perf_counter() - start) / args.calls)
-    fields = harness.record_fields(
-        "loop_parts.py",
+    fields = record_fields("bench.loop_parts",
         threads=args.threads or "default",
         inter_op_threads=inter_op_threads(),
         recipe=args.recipe,
@@ -110,7 +115,7 @@ def main(argv=None):
             flush=True,
         )
         records.append(
-            harness.record(
+            record(
                 "throughput",
                 f"loop_parts_{phase}_t{args.threads or 'default'}",
                 os.path.basename(args.recipe).removesuffix(".py")
@@ -122,7 +127,7 @@ def main(argv=None):
                 batch=phases[phase][0],
             )
         )
-    harness.write_records(args, records, fields)
+    write_records(args, records, fields)
 
 
 if __name__ == "__main__":

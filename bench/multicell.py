@@ -14,20 +14,42 @@ and evaluated on random tokens, with its recurrent layers as:
   (``fused=False``);
 * ``lstm``: the package's fused LSTM of the same size (the plain LSTM the
   paper compares with);
-* ``torch``: the same multi-cell cell in PyTorch 2.13 CPU (input
-  projection hoisted, a Python loop over time, eager autograd).
+* ``torch``: the same multi-cell cell in PyTorch CPU
+  (:mod:`bench.reference.multicell`: input projection hoisted, a Python
+  loop over time, eager autograd).
 
 Each measurement runs in a fresh subprocess; repeats are interleaved and
 the median is reported. Results are printed and appended to
 ``bench/results/multicell.jsonl`` (``--out``).
 
-    python bench/multicell.py --sizes small --cells 10 --strategy max
-    python bench/multicell.py --scope layer --impls fused autodiff lstm naive
-    python bench/multicell.py --sizes small --steps 2 --repeats 1 \
+    python -m bench.multicell --sizes small --cells 10 --strategy max
+    python -m bench.multicell --scope layer --impls fused autodiff lstm naive
+    python -m bench.multicell --sizes small --steps 2 --repeats 1 \
         --eval-tokens 1400 --impls fused torch --no-record   # a quick check
 """
 
-import _harness as harness
+from bench.harness.options import add_eval_tokens_argument
+from bench.harness.options import paired_parser
+from bench.harness.options import parse
+from bench.harness.options import windows_for
+from bench.harness.processes import medians
+from bench.harness.processes import run_children
+from bench.harness.processes import thread_env
+from bench.harness.processes import vs
+from bench.harness.records import malloc_fields
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import write_records
+from bench.harness.timing import KERAS_EVAL
+from bench.harness.timing import keras_lm_rates
+from bench.harness.timing import keras_rates
+from bench.harness.torch_side import LMRunner
+from bench.harness.torch_side import set_torch_threads
+from bench.harness.torch_side import torch_label
+from bench.harness.torch_side import torch_rates
+
+#: This bench (its children run ``python -m bench.multicell --child``).
+MODULE = "bench.multicell"
 
 VOCAB, BATCH, BPTT = 10000, 20, 35
 SIZES = {"small": (200, 0.4), "medium": (650, 0.5), "large": (1500, 0.65)}
@@ -68,9 +90,7 @@ def measure_keras(impl, size, cells, strategy, steps, eval_steps):
     compile_model(
         model, TrainConfig(optimizer="sgd", learning_rate=1.0, clipnorm=0.15)
     )
-    rates = harness.keras_lm_rates(
-        model, cfg, VOCAB, BATCH, BPTT, steps, eval_steps
-    )
+    rates = keras_lm_rates(model, cfg, VOCAB, BATCH, BPTT, steps, eval_steps)
     return (*rates, model.count_params())
 
 
@@ -101,73 +121,29 @@ def measure_layer(impl, units, cells, strategy, steps):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(BATCH * steps, BPTT, units)).astype("float32")
     y = np.zeros((BATCH * steps, BPTT, units), "float32")
-    rates = harness.keras_rates(model, (x, y), (x,), BATCH)
+    rates = keras_rates(model, (x, y), (x,), BATCH)
     return (*rates, model.count_params())
 
 
 def measure_torch(size, cells, strategy, steps, eval_steps):
     import torch
-    from torch import nn
 
-    harness.set_torch_threads(torch)
-    if strategy not in ("max", "mean"):
-        raise ValueError("the torch reference implements max and mean")
+    from bench.reference.multicell import MultiCellLM
+
+    set_torch_threads(torch)
     torch.manual_seed(0)
-    H, p = SIZES[size]
-    m = cells
-
-    class Layer(nn.Module):
-        def __init__(self, d):
-            super().__init__()
-            self.kernel = nn.Parameter(torch.rand(d, 4 * H) * 0.2 - 0.1)
-            self.rk = nn.Parameter(torch.rand(H, 4 * H) * 0.2 - 0.1)
-            self.bias = nn.Parameter(torch.rand(4 * H) * 0.2 - 0.1)
-
-        def forward(self, x, state):  # x (T, B, d)
-            h, c = state  # (B, H), (B, m, H)
-            proj = x @ self.kernel + self.bias  # hoisted
-            outs = []
-            for t in range(x.shape[0]):
-                z = proj[t] + h @ self.rk
-                i, f, a, o = z.split(H, dim=-1)
-                i, f, o = torch.sigmoid(i), torch.sigmoid(f), torch.sigmoid(o)
-                c = (i * torch.tanh(a)).unsqueeze(1) + f.unsqueeze(1) * c
-                c_eff = c.amax(1) if strategy == "max" else c.mean(1)
-                h = o * torch.tanh(c_eff)
-                outs.append(h)
-            return torch.stack(outs), (h, c)
-
-    emb = nn.Embedding(VOCAB, H)
-    layers = nn.ModuleList([Layer(H), Layer(H)])
-    drop = nn.Dropout(p)
-    dec = nn.Linear(H, VOCAB)
-    params = [
-        *emb.parameters(),
-        *layers.parameters(),
-        *dec.parameters(),
-    ]
-
-    def forward(xk, states):
-        out = drop(emb(xk))
-        new = []
-        for layer, s in zip(layers, states):
-            out, s = layer(out, s)
-            out = drop(out)
-            new.append(s)
-        return dec(out), new
-
-    rates = harness.torch_rates(
-        forward,
-        lambda: [(torch.zeros(BATCH, H), torch.zeros(BATCH, m, H))] * 2,
+    units, p = SIZES[size]
+    model = MultiCellLM(VOCAB, units, cells, strategy, p)
+    params = list(model.parameters())
+    runner = LMRunner(
+        model,
+        lambda: model.zero_state(BATCH),
         params,
         torch.optim.SGD(params, lr=1.0),
         0.15,
-        VOCAB,
-        BATCH,
-        BPTT,
-        steps,
-        eval_steps,
-        modules=[drop, layers],
+    )
+    rates = torch_rates(
+        runner, VOCAB, BATCH, BPTT, steps, eval_steps, modules=[model]
     )
     return (*rates, sum(q.numel() for q in params))
 
@@ -182,81 +158,83 @@ def measure(impl, size, cells, strategy, steps, eval_steps, scope):
     return dict(zip(("train", "eval", "params"), result))
 
 
-def main():
+def size_records(args, size, impls, eval_steps):
+    """Runs the children of one size; returns its records."""
+    samples = run_children(
+        MODULE,
+        impls,
+        args.repeats,
+        thread_env(args.threads),
+        size=size,
+        cells=args.cells,
+        strategy=args.strategy,
+        steps=args.steps,
+        eval_steps=eval_steps,
+        scope=args.scope,
+    )
+    med = medians(samples, ("train", "eval", "params"))
+    ref = med.get("torch")
+    records = []
+    for impl, m in med.items():
+        for phase in ("train", "eval"):
+            rec = record(
+                "throughput",
+                f"multicell_{args.scope}_{size}_"
+                f"m{args.cells}_{args.strategy}_{phase}",
+                impl,
+                m[phase],
+                "tok/s",
+                ref and ref[phase],
+                torch_label("same cell, same run"),
+                params=int(m["params"]),
+                eval_tokens=eval_steps * BATCH * BPTT,
+                **malloc_fields(
+                    samples[impl], samples.get("torch") if ref else None
+                ),
+            )
+            for other in ("lstm", "naive"):
+                if other in med:
+                    r = m[phase] / med[other][phase]
+                    rec[f"ratio_to_{other}"] = round(r, 3)
+            records.append(rec)
+        line = (
+            f"{size:6s} {impl:6s} {int(m['params']):9d} params  train "
+            f"{m['train']:7.0f} tok/s  eval {m['eval']:7.0f} tok/s"
+        )
+        for other in ("torch", "lstm", "naive"):
+            if other in med and other != impl:
+                line += vs(m, med[other], other)
+        print(line, flush=True)
+    return records
+
+
+def main(argv=None):
     impls = ["fused", "naive", "lstm", "torch"]
-    p = harness.paired_parser(__doc__, "multicell.jsonl", impls, repeats=2)
+    p = paired_parser(__doc__, "multicell.jsonl", impls, repeats=2)
     p.add_argument("--sizes", nargs="+", default=["small", "medium"])
     p.add_argument("--cells", type=int, default=10)
     p.add_argument("--strategy", default="max")
     p.add_argument("--steps", type=int, default=20)
-    harness.add_eval_tokens_argument(p)  # model scope only
+    add_eval_tokens_argument(p)  # model scope only
     p.add_argument(
         "--scope",
         choices=("model", "layer"),
         default="model",
         help="the whole language model, or one recurrent layer alone",
     )
-    args = harness.parse(p, measure)
-
-    fields = harness.record_fields(
-        "multicell.py",
-        threads=args.threads or None,
-        keras_eval=harness.KERAS_EVAL,
+    args = parse(p, measure, argv)
+    fields = record_fields(
+        MODULE, argv, threads=args.threads or None, keras_eval=KERAS_EVAL
     )
     layer_only = args.scope == "layer"
     impls = [i for i in args.impls if not (i == "torch" and layer_only)]
     eval_steps = (
-        args.steps
-        if layer_only
-        else harness.eval_steps(args.eval_tokens, BATCH, BPTT)
+        args.steps if layer_only else windows_for(args.eval_tokens, BATCH, BPTT)
     )
     records = []
     for size in args.sizes:
-        samples = harness.run_children(
-            __file__,
-            impls,
-            args.repeats,
-            harness.thread_env(args.threads),
-            size=size,
-            cells=args.cells,
-            strategy=args.strategy,
-            steps=args.steps,
-            eval_steps=eval_steps,
-            scope=args.scope,
-        )
-        med = harness.medians(samples, ("train", "eval", "params"))
-        for impl, m in med.items():
-            for phase in ("train", "eval"):
-                ref = med.get("torch")
-                rec = harness.record(
-                    "throughput",
-                    f"multicell_{args.scope}_{size}_"
-                    f"m{args.cells}_{args.strategy}_{phase}",
-                    impl,
-                    m[phase],
-                    "tok/s",
-                    ref and ref[phase],
-                    "torch 2.13 CPU, same cell, same run",
-                    params=int(m["params"]),
-                    eval_tokens=eval_steps * BATCH * BPTT,
-                    **harness.malloc_fields(
-                        samples[impl], samples.get("torch") if ref else None
-                    ),
-                )
-                for other in ("lstm", "naive"):
-                    if other in med:
-                        r = m[phase] / med[other][phase]
-                        rec[f"ratio_to_{other}"] = round(r, 3)
-                records.append(rec)
-            line = (
-                f"{size:6s} {impl:6s} {int(m['params']):9d} params  train "
-                f"{m['train']:7.0f} tok/s  eval {m['eval']:7.0f} tok/s"
-            )
-            for other in ("torch", "lstm", "naive"):
-                if other in med and other != impl:
-                    line += harness.vs(m, med[other], other)
-            print(line, flush=True)
-    harness.write_records(args, records, fields)
+        records += size_records(args, size, impls, eval_steps)
+    write_records(args, records, fields)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ reference = float32 perplexity of the same weights) and an evaluation
 ``throughput`` record (bf16 tok/s, reference = float32), appended to
 ``bench/results/precision.jsonl``.
 
-    python bench/precision.py --run runs/zaremba_ptb_small
+    python -m bench.precision --run runs/zaremba_ptb_small
 """
 
 import argparse
@@ -17,7 +17,12 @@ import os
 import sys
 import time
 
-import _harness as harness
+from bench.harness.options import add_output_arguments
+from bench.harness.options import add_threads_argument
+from bench.harness.processes import set_threads
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import write_records
 
 POLICIES = ("float32", "mixed_bfloat16")
 
@@ -26,14 +31,14 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--run", required=True)
     p.add_argument("--splits", nargs="+", default=["valid", "test"])
-    harness.add_threads_argument(p)
-    harness.add_output_arguments(p, "precision.jsonl")
+    add_threads_argument(p)
+    add_output_arguments(p, "precision.jsonl")
     args = p.parse_args(argv)
-    harness.set_threads(args.threads)
+    set_threads(args.threads)
     import keras
     import tensorflow as tf
 
-    from keras_rnnlm.runs import make_evaluator
+    from keras_rnnlm.evaluation.static import make_evaluator
     from keras_rnnlm.runs import open_run
 
     config, corpus = open_run(args.run)
@@ -68,7 +73,7 @@ def main(argv=None):
         ref = results["float32", split]
         bf = results["mixed_bfloat16", split]
         records += [
-            harness.record(
+            record(
                 "quality",
                 f"{config.name}_{split}_mixed_bfloat16",
                 config.name,
@@ -79,7 +84,7 @@ def main(argv=None):
                 digits=4,
                 ratio_digits=4,
             ),
-            harness.record(
+            record(
                 "throughput",
                 f"{config.name}_{split}_eval_mixed_bfloat16",
                 config.name,
@@ -90,15 +95,14 @@ def main(argv=None):
                 batch_size=batch[split],
             ),
         ]
-    fields = harness.record_fields(
-        "precision.py",
+    fields = record_fields("bench.precision",
         argv,
         threads=args.threads,
         run=args.run,
         trained_dtype_policy=config.train.dtype_policy,
         tensorflow=tf.__version__,
     )
-    harness.write_records(args, records, fields)
+    write_records(args, records, fields)
     return 0
 
 

@@ -1,6 +1,6 @@
 """Records a finished training run's perplexity / BPC as quality records.
 
-    python bench/record_run.py runs/zaremba_ptb_small \
+    python -m bench.record_run runs/zaremba_ptb_small \
         --name zaremba_ptb_small --paper-valid 120.7 --paper-test 114.5 \
         --command "python recipes/zaremba_ptb.py --size small ..."
 
@@ -20,7 +20,11 @@ import math
 import os
 import shutil
 
-import _harness as harness
+from bench.harness import LOGS
+from bench.harness.machine import machine
+from bench.harness.options import add_output_arguments
+from bench.harness.records import record
+from bench.harness.records import write_records
 
 
 def main(argv=None):
@@ -35,13 +39,13 @@ def main(argv=None):
     p.add_argument("--note", default=None)
     p.add_argument(
         "--device",
-        default=harness.machine(),
+        default=machine(),
         help="where the run trained (default: this machine)",
     )
-    harness.add_output_arguments(p, "quality.jsonl")
+    add_output_arguments(p, "quality.jsonl")
     p.add_argument(
         "--logs",
-        default=os.path.join(harness.HERE, "logs"),
+        default=LOGS,
         help="the run's files are copied to LOGS/NAME/ (default: %(default)s)",
     )
     args = p.parse_args(argv)
@@ -65,7 +69,7 @@ def main(argv=None):
         value = r["nll"] / math.log(2) if char else r["ppl"]
         ref = getattr(args, f"paper_{split}")
         records.append(
-            harness.record(
+            record(
                 "quality",
                 f"{args.name}_{split}",
                 model,
@@ -90,7 +94,7 @@ def main(argv=None):
         )
     for rec in records:
         print(json.dumps(rec))
-    harness.write_records(args, records)
+    write_records(args, records)
     if args.no_record:
         return
     logs = os.path.join(args.logs, args.name)

@@ -22,10 +22,10 @@ Two parts, each full and sampled side by side in one process:
   (``$KERAS_RNNLM_DATA``).
 
 Records go to ``bench/results/sampled_softmax.jsonl`` (``--out``; render
-with ``python bench/make_results.py``).
+with ``python -m bench.make_results``).
 
-    python bench/sampled_softmax.py --part speed --threads 1
-    python bench/sampled_softmax.py --part quality --threads 1
+    python -m bench.sampled_softmax --part speed --threads 1
+    python -m bench.sampled_softmax --part quality --threads 1
 """
 
 import argparse
@@ -34,8 +34,16 @@ import statistics
 import tempfile
 import time
 
-import _harness as harness
 import keras
+
+from bench.harness.options import add_output_arguments
+from bench.harness.options import add_threads_argument
+from bench.harness.processes import interleave
+from bench.harness.processes import set_threads
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import write_records
+from bench.harness.timing import median_rate
 
 WT103_VOCAB = 267735
 
@@ -96,9 +104,9 @@ def speed(args):
         def fit():
             model.fit(*data, batch_size=batch, verbose=0, shuffle=False)
 
-        return harness.median_rate(fit, x.size, passes=1)
+        return median_rate(fit, x.size, passes=1)
 
-    rates = harness.interleave(models, args.repeats, one_fit)
+    rates = interleave(models, args.repeats, one_fit)
     full, sampled = (statistics.median(rates[k]) for k in ("full", "sampled"))
     params = int(
         sum(np.prod(w.shape) for w in models["full"][0].trainable_weights)
@@ -111,7 +119,7 @@ def speed(args):
         f"{sampled / full:.2f}x"
     )
     return [
-        harness.record(
+        record(
             "throughput",
             f"sampled_softmax_{args.model}_wt103_train",
             f"sampled S={args.sampled}",
@@ -200,7 +208,7 @@ def quality(args):
         )
     full, t_full = results["full"]
     return [
-        harness.record(
+        record(
             "quality",
             "sampled_softmax_wikitext2_small_valid",
             f"tied LSTM 200, sampled S={args.quality_sampled}",
@@ -241,19 +249,17 @@ def main(argv=None):
         "for an equal-steps and a ~equal-time comparison",
     )
     parser.add_argument("--train-tokens", type=int, default=500_000)
-    harness.add_threads_argument(parser)
-    harness.add_output_arguments(parser, "sampled_softmax.jsonl")
+    add_threads_argument(parser)
+    add_output_arguments(parser, "sampled_softmax.jsonl")
     args = parser.parse_args(argv)
     if args.part == "quality" and args.train_tokens < 245569:
         parser.error(
             "--train-tokens must keep WT2's valid/test whole (>= 245,569)"
         )
-    harness.set_threads(args.threads)
+    set_threads(args.threads)
     records = speed(args) if args.part == "speed" else quality(args)
-    fields = harness.record_fields(
-        "sampled_softmax.py", argv, threads=args.threads
-    )
-    harness.write_records(args, records, fields)
+    fields = record_fields("bench.sampled_softmax", argv, threads=args.threads)
+    write_records(args, records, fields)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """Where the second core goes: one training step's parts at 1 and 2
 threads, Keras and PyTorch side by side, with the machine's two roofs.
 
-Issue #25 asks for 1 -> 2-thread scaling of 1.6x. This bench shows which
-parts of a step scale and which cannot, on the Zaremba LSTM (embedding ->
-2 x LSTM -> softmax over 10k words, batch 20; small: 2 x 200, 20 steps a
-window; medium: 2 x 650, 35), each part forward + backward on its own:
+Which parts of a step scale and which cannot, on the Zaremba LSTM
+(embedding -> 2 x LSTM -> softmax over 10k words, batch 20; small: 2 x
+200, 20 steps a window; medium: 2 x 650, 35), each part forward +
+backward on its own:
 
 * ``rnn``: the two LSTM layers on a fixed input (gradients to the input
   and the weights);
@@ -25,12 +25,26 @@ interleaved over ``--repeats``; the medians are reported. Records (kind
 records carry ``scaling``, 1-thread time / 2-thread time, for both
 sides; roofs kind ``analysis``) go to ``bench/results/scaling.jsonl``.
 
-    python bench/scaling.py --sizes small --repeats 2
+    python -m bench.scaling --sizes small --repeats 2
 """
 
 import statistics
 
-import _harness as harness
+from bench.harness.options import paired_parser
+from bench.harness.options import parse
+from bench.harness.processes import interleave
+from bench.harness.processes import run_child
+from bench.harness.processes import thread_env
+from bench.harness.records import malloc_fields
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import write_records
+from bench.harness.timing import median_ms
+from bench.harness.torch_side import set_torch_threads
+from bench.harness.torch_side import torch_label
+
+#: This bench (its children run ``python -m bench.scaling --child``).
+MODULE = "bench.scaling"
 
 SIZES = {"small": (200, 20), "medium": (650, 35)}
 VOCAB, BATCH = 10000, 20
@@ -48,8 +62,8 @@ def _rates(times_ms):
 def measure_keras(size, calls):
     import numpy as np
     import tensorflow as tf
-    from throughput import model_config
 
+    from bench.throughput import model_config
     from keras_rnnlm.config import TrainConfig
     from keras_rnnlm.metrics import token_nll
     from keras_rnnlm.models import build_language_model
@@ -111,30 +125,36 @@ def measure_keras(size, calls):
                 t.numpy()
         model.trainable_variables[0].numpy()
 
-    out = {p: harness.median_ms(parts[p], calls, sync) for p in PARTS}
+    out = {p: median_ms(parts[p], calls, sync) for p in PARTS}
+    return {"parts_ms": out, "roofs": keras_roofs(rng, sync)}
+
+
+def keras_roofs(rng, sync):
+    """TensorFlow's matrix-product and streaming rates (see ROOFS)."""
+    import tensorflow as tf
+
     a = tf.constant(rng.normal(size=(2048, 2048)).astype("float32"))
     big = tf.constant(rng.normal(size=64_000_000).astype("float32"))
-    matmul, stream = (
-        tf.function(lambda: a @ a),
-        tf.function(lambda: big * 1.0001),
-    )
+    matmul = tf.function(lambda: a @ a)
+    stream = tf.function(lambda: big * 1.0001)
     roofs = {
-        "matmul": harness.median_ms(matmul, 10, sync),
-        "stream": harness.median_ms(stream, 10, sync),
+        "matmul": median_ms(matmul, 10, sync),
+        "stream": median_ms(stream, 10, sync),
     }
-    return {"parts_ms": out, "roofs": _rates(roofs)}
+    return _rates(roofs)
 
 
 def measure_torch(size, calls):
     import torch
     from torch import nn
 
-    harness.set_torch_threads(torch)
+    from bench.reference.zaremba import ZarembaLM
+
+    set_torch_threads(torch)
     torch.manual_seed(0)
     hidden, bptt = SIZES[size]
-    emb = nn.Embedding(VOCAB, hidden)
-    lstm = nn.LSTM(hidden, hidden, num_layers=2)
-    dec = nn.Linear(hidden, VOCAB)
+    model = ZarembaLM(VOCAB, hidden)
+    emb, lstm, dec = model.emb, model.lstm, model.dec
     params = [*emb.parameters(), *lstm.parameters(), *dec.parameters()]
     opt = torch.optim.SGD(params, lr=1.0)
     x = torch.randint(0, VOCAB, (bptt, BATCH))
@@ -171,13 +191,13 @@ def measure_torch(size, calls):
         "loss": lambda: backward(ce(logits, y.view(-1))),
         "optimizer": optimizer,
     }
-    out = {p: harness.median_ms(parts[p], calls) for p in PARTS}
+    out = {p: median_ms(parts[p], calls) for p in PARTS}
     a = torch.randn(2048, 2048)
     big = torch.randn(64_000_000)
     with torch.no_grad():
         roofs = {
-            "matmul": harness.median_ms(lambda: a @ a, 10),
-            "stream": harness.median_ms(lambda: big * 1.0001, 10),
+            "matmul": median_ms(lambda: a @ a, 10),
+            "stream": median_ms(lambda: big * 1.0001, 10),
         }
     return {"parts_ms": out, "roofs": _rates(roofs)}
 
@@ -187,50 +207,94 @@ def measure(impl, size, calls):
     return fn(size, calls)
 
 
-def _size_records(args, size):
+def thread_pair_samples(args, size):
+    """Children for one size: keras and torch at 1 and 2 threads,
+    interleaved over ``args.repeats``; ``{(impl, threads): [child result,
+    ...]}``."""
+    keys = [(i, t) for t in (1, 2) for i in ("keras", "torch")]
+    params = {"size": size, "calls": args.calls}
+    return interleave(
+        keys,
+        args.repeats,
+        lambda key: run_child(
+            MODULE, {"impl": key[0], **params}, thread_env(key[1])
+        ),
+        lambda rep, key, r: print(size, rep, key, r, flush=True),
+    )
+
+
+def part_record(samples, threads, part, name, **fields):
+    """The ``latency`` record of one part at ``threads``: median ms of
+    keras against torch; at 2 threads with both sides' ``scaling``
+    (1-thread time / 2-thread time)."""
+
+    def med(impl, t):
+        return statistics.median(r["parts_ms"][part] for r in samples[impl, t])
+
+    k, ref = med("keras", threads), med("torch", threads)
+    if threads == 2:
+        fields["scaling"] = round(med("keras", 1) / k, 3)
+        fields["reference_scaling"] = round(med("torch", 1) / ref, 3)
+    print(f"{name}, {threads} threads: {k:.2f} ms, torch {ref:.2f} ms")
+    return record(
+        "latency",
+        name,
+        "keras",
+        k,
+        "ms",
+        ref,
+        torch_label("same run"),
+        digits=2,
+        threads=threads,
+        **fields,
+    )
+
+
+def roof_record(samples, threads, roof):
+    """The ``analysis`` record of one roof at ``threads``."""
+    k, ref = (
+        statistics.median(r["roofs"][roof] for r in samples[impl, threads])
+        for impl in ("keras", "torch")
+    )
+    unit = ROOFS[roof][0]
+    print(f"{threads} threads, roof {roof}: {k:.1f} / {ref:.1f} {unit}")
+    return record(
+        "analysis",
+        f"roof_{roof}",
+        "tensorflow",
+        k,
+        unit,
+        ref,
+        torch_label("same run"),
+        threads=threads,
+    )
+
+
+def size_records(args, size):
     """Runs the children of one size; returns its records."""
-    samples = harness.thread_pair_samples(__file__, args, size)
-
-    def med(impl, t, group, name):
-        return statistics.median(r[group][name] for r in samples[(impl, t)])
-
+    samples = thread_pair_samples(args, size)
     records = []
     for t in (1, 2):
+        malloc = malloc_fields(samples["keras", t], samples["torch", t])
         for part in PARTS:
-            records.append(
-                harness.part_record(
-                    samples,
-                    t,
-                    part,
-                    f"scaling_zaremba_{size}_{part}",
-                    "torch 2.13 CPU, same run",
-                    **harness.malloc_fields(
-                        samples[("keras", t)], samples[("torch", t)]
-                    ),
-                )
-            )
-        for roof, (unit, _) in ROOFS.items():
-            k, ref = (med(i, t, "roofs", roof) for i in ("keras", "torch"))
-            print(f"{t} threads, roof {roof}: {k:.1f} / {ref:.1f} {unit}")
-            records.append(
-                harness.record(
-                    "analysis",
-                    f"roof_{roof}",
-                    "tensorflow",
-                    k,
-                    unit,
-                    ref,
-                    "torch 2.13 CPU, same run",
-                    threads=t,
-                )
-            )
+            name = f"scaling_zaremba_{size}_{part}"
+            records.append(part_record(samples, t, part, name, **malloc))
+        records += [roof_record(samples, t, roof) for roof in ROOFS]
     return records
 
 
-def main():
-    harness.sizes_main(
-        __doc__, "scaling.jsonl", __file__, measure, _size_records, repeats=2
+def main(argv=None):
+    parser = paired_parser(__doc__, "scaling.jsonl", ("keras", "torch"), 2)
+    parser.add_argument("--sizes", nargs="+", default=["small"])
+    parser.add_argument(
+        "--calls", type=int, default=30, help="timed calls of each part"
     )
+    args = parse(parser, measure, argv)
+    fields = record_fields(MODULE, argv)
+    records = []
+    for size in args.sizes:
+        records += size_records(args, size)
+    write_records(args, records, fields)
 
 
 if __name__ == "__main__":

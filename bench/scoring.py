@@ -16,8 +16,8 @@ sentences, after one untimed warm-up pass (XLA compiles one program per
 batch shape); latency p50/p99 of single-sentence calls. Results are
 printed and appended to ``bench/results/scoring.jsonl`` (``--out``).
 
-    python bench/scoring.py --run runs/zaremba_ptb_small --sentences 512
-    python bench/scoring.py --size medium   # random weights, PTB vocab
+    python -m bench.scoring --run runs/zaremba_ptb_small --sentences 512
+    python -m bench.scoring --size medium   # random weights, PTB vocab
 """
 
 import argparse
@@ -28,8 +28,14 @@ import sys
 import tempfile
 import time
 
-import _harness as harness
 import numpy as np
+
+from bench.harness.options import add_output_arguments
+from bench.harness.options import add_threads_argument
+from bench.harness.processes import set_threads
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import write_records
 
 SIZES = {"small": 200, "medium": 650}
 
@@ -143,7 +149,7 @@ def main(argv=None):
     p.add_argument("--sentences", type=int, default=512)
     p.add_argument("--latency-calls", type=int, default=100)
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32, 256])
-    harness.add_threads_argument(p)
+    add_threads_argument(p)
     p.add_argument(
         "--time-buckets",
         help="padded lengths, e.g. '64:8,128:16,256:32,:64' (default: the "
@@ -155,7 +161,7 @@ def main(argv=None):
         help="batch the sentences in corpus order (a server's batches: "
         "padded to their longest) instead of sorted by length",
     )
-    harness.add_output_arguments(p, "scoring.jsonl")
+    add_output_arguments(p, "scoring.jsonl")
     args = p.parse_args(argv)
     args.scorer_kwargs = (
         {"time_buckets": parse_buckets(args.time_buckets)}
@@ -166,7 +172,7 @@ def main(argv=None):
     import tensorflow_text  # noqa: F401
     import torch
 
-    harness.set_threads(args.threads, torch)
+    set_threads(args.threads, torch)
 
     from keras_rnnlm.export import export_saved_model
 
@@ -258,8 +264,7 @@ def main(argv=None):
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
-    fields = harness.record_fields(
-        "scoring.py",
+    fields = record_fields("bench.scoring",
         argv,
         threads=args.threads,
         model_desc=model_name,
@@ -276,7 +281,7 @@ def main(argv=None):
         bs: v for k, n, bs, v in results if k == "throughput" and n == "torch"
     }
     records = [
-        harness.record(
+        record(
             "throughput",
             f"scoring_b{bs}",
             name,
@@ -296,7 +301,7 @@ def main(argv=None):
         }
         for kind, name, bs, value in results
     ]
-    harness.write_records(args, records, fields)
+    write_records(args, records, fields)
     return 0
 
 

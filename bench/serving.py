@@ -1,7 +1,7 @@
 """Load benchmark of ``keras-rnnlm serve``: REST and gRPC, with and
 without server-side batching, against the in-process batched ceiling.
 
-    python bench/serving.py [--size medium] [--clients 1 32]
+    python -m bench.serving [--size medium] [--clients 1 32]
         [--duration 20] [--apis rest grpc] [--soak 0] [--threads 1]
 
 An untrained Zaremba-sized model (PTB's 10k words; ``--size medium``: 650
@@ -29,12 +29,12 @@ import tempfile
 import threading
 import time
 
-from _harness import add_output_arguments
-from _harness import add_threads_argument
-from _harness import record
-from _harness import record_fields
-from _harness import thread_env
-from _harness import write_records
+from bench.harness.options import add_output_arguments
+from bench.harness.options import add_threads_argument
+from bench.harness.processes import thread_env
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import write_records
 
 SIZES = {"small": 200, "medium": 650, "large": 1500}
 MAX_CLIENTS = 64
@@ -224,8 +224,7 @@ def main(argv=None):
     tokens_per_sentence = sum(len(s.split()) + 1 for s in sentences) / len(
         sentences
     )
-    fields = record_fields(
-        "serving.py",
+    fields = record_fields("bench.serving",
         argv,
         threads=args.threads,
         model_desc=f"zaremba {args.size}, random weights, default export",

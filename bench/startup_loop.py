@@ -11,8 +11,8 @@ default) and Python's ``faulthandler`` on, so a crash leaves the Python
 stack of every thread in the kept log (``--logs``). An attempt ends by
 itself, or is killed after ``--timeout`` seconds (counted as a hang).
 
-    python bench/startup_loop.py --attempts 40 --threads 2
-    python bench/startup_loop.py --attempts 40 --threads 2 \\
+    python -m bench.startup_loop --attempts 40 --threads 2
+    python -m bench.startup_loop --attempts 40 --threads 2 \\
         --set train.jit_compile=false             # without XLA
 
 One record per invocation goes to ``bench/results/startup.jsonl``:
@@ -30,7 +30,11 @@ import sys
 import tempfile
 import time
 
-import _harness as harness
+from bench.harness import ROOT
+from bench.harness.options import add_output_arguments
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import write_records
 
 
 def attempt(cmd, env, timeout, log_path):
@@ -89,11 +93,11 @@ def main(argv=None):
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument(
         "--logs",
-        default=os.path.join(harness.ROOT, "runs", "startup_loop"),
+        default=os.path.join(ROOT, "runs", "startup_loop"),
         help="where the logs of failed attempts are kept",
     )
     p.add_argument("--note", default="")
-    harness.add_output_arguments(p, "startup.jsonl")
+    add_output_arguments(p, "startup.jsonl")
     args = p.parse_args(argv)
 
     env = dict(os.environ, PYTHONFAULTHANDLER="1", TF_CPP_MIN_LOG_LEVEL="0")
@@ -102,7 +106,7 @@ def main(argv=None):
     if args.interop:
         env["TF_NUM_INTEROP_THREADS"] = str(args.interop)
     os.makedirs(args.logs, exist_ok=True)
-    fields = harness.record_fields("startup_loop.py", argv)
+    fields = record_fields("bench.startup_loop", argv)
     counts = collections.Counter()
     ok_seconds = []
     kept = []
@@ -132,7 +136,7 @@ def main(argv=None):
     summary = dict(sorted(counts.items()))
     print(f"{summary}; logs of failures: {kept or 'none'}")
     median_s = statistics.median(ok_seconds) if ok_seconds else None
-    rec = harness.record(
+    rec = record(
         "reliability",
         "training_startup",
         f"{os.path.basename(args.recipe)} --preset {args.preset}",
@@ -151,7 +155,7 @@ def main(argv=None):
         load_end=[round(v, 2) for v in os.getloadavg()],
         note=args.note,
     )
-    harness.write_records(args, [rec], fields)
+    write_records(args, [rec], fields)
     return 0 if counts["ok"] == args.attempts else 1
 
 

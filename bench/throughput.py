@@ -15,12 +15,34 @@ implementation) on random token ids; repeats are interleaved across
 implementations and the median is reported. Results are printed and
 appended to ``bench/results/throughput.jsonl`` (``--out``).
 
-    python bench/throughput.py --sizes small medium --repeats 3
-    python bench/throughput.py --sizes small --steps 2 --repeats 1 \\
+    python -m bench.throughput --sizes small medium --repeats 3
+    python -m bench.throughput --sizes small --steps 2 --repeats 1 \\
         --eval-tokens 2000 --no-record   # a quick check
 """
 
-import _harness as harness
+from bench.harness.options import add_eval_tokens_argument
+from bench.harness.options import paired_parser
+from bench.harness.options import parse
+from bench.harness.options import windows_for
+from bench.harness.processes import medians
+from bench.harness.processes import note_import_rss
+from bench.harness.processes import run_children
+from bench.harness.processes import thread_env
+from bench.harness.processes import vs
+from bench.harness.records import malloc_fields
+from bench.harness.records import record
+from bench.harness.records import record_fields
+from bench.harness.records import rss_fields
+from bench.harness.records import write_records
+from bench.harness.timing import KERAS_EVAL
+from bench.harness.timing import keras_lm_rates
+from bench.harness.torch_side import LMRunner
+from bench.harness.torch_side import set_torch_threads
+from bench.harness.torch_side import torch_label
+from bench.harness.torch_side import torch_rates
+
+#: This bench (its children run ``python -m bench.throughput --child``).
+MODULE = "bench.throughput"
 
 SIZES = {"small": (200, 20), "medium": (650, 35)}
 VOCAB, BATCH = 10000, 20
@@ -43,50 +65,35 @@ def measure_keras(impl, hidden, bptt, steps, eval_steps):
     from keras_rnnlm.models import build_language_model
     from keras_rnnlm.training import compile_model
 
-    harness.note_import_rss()
+    note_import_rss()
     if impl.endswith("bf16"):
         keras.config.set_dtype_policy("mixed_bfloat16")
     cfg = model_config(impl, hidden)
     model = build_language_model(cfg, VOCAB, BATCH, seed=0)
     compile_model(model, TrainConfig(learning_rate=1.0, clipnorm=5.0))
-    return harness.keras_lm_rates(
+    return keras_lm_rates(
         model, cfg, VOCAB, BATCH, bptt, steps, eval_steps, warm=3
     )
 
 
 def measure_torch(hidden, bptt, steps, eval_steps):
     import torch
-    from torch import nn
 
-    harness.note_import_rss()
+    from bench.reference.zaremba import ZarembaLM
 
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb = nn.Embedding(VOCAB, hidden)
-            self.lstm = nn.LSTM(hidden, hidden, 2)
-            self.dec = nn.Linear(hidden, VOCAB)
-
-        def forward(self, x, state):
-            out, state = self.lstm(self.emb(x), state)
-            return self.dec(out), state
-
-    harness.set_torch_threads(torch)
+    note_import_rss()
+    set_torch_threads(torch)
     torch.manual_seed(0)
-    model = Model()
-    return harness.torch_rates(
+    model = ZarembaLM(VOCAB, hidden)
+    runner = LMRunner(
         model,
-        lambda: (torch.zeros(2, BATCH, hidden), torch.zeros(2, BATCH, hidden)),
+        lambda: model.zero_state(BATCH),
         list(model.parameters()),
         torch.optim.SGD(model.parameters(), lr=1.0),
         5.0,
-        VOCAB,
-        BATCH,
-        bptt,
-        steps,
-        eval_steps,
-        warm=3,
-        modules=[model],
+    )
+    return torch_rates(
+        runner, VOCAB, BATCH, bptt, steps, eval_steps, warm=3, modules=[model]
     )
 
 
@@ -99,84 +106,83 @@ def measure(impl, size, steps, eval_steps):
     return {"train": train, "eval": evaluate}
 
 
-def main():
-    impls = ["torch", "keras_rnnlm", "keras_lstm", "keras_rnnlm_bf16"]
-    p = harness.paired_parser(__doc__, "throughput.jsonl", impls, repeats=3)
-    p.add_argument("--sizes", nargs="+", default=["small", "medium"])
-    p.add_argument("--steps", type=int, default=40)
-    harness.add_eval_tokens_argument(p)
-    args = harness.parse(p, measure)
-
-    env = harness.thread_env(args.threads, interop=0)
-    fields = harness.record_fields(
-        "throughput.py",
-        threads=args.threads or "default",
-        keras_eval=harness.KERAS_EVAL,
+def size_records(args, size, env):
+    """Runs the children of one size; returns its records."""
+    steps = args.steps if size == "small" else max(10, args.steps // 3)
+    bptt = SIZES[size][1]
+    eval_steps = windows_for(args.eval_tokens, BATCH, bptt)
+    samples = run_children(
+        MODULE,
+        args.impls,
+        args.repeats,
+        env,
+        size=size,
+        steps=steps,
+        eval_steps=eval_steps,
     )
+    med = medians(samples, ("train", "eval", "rss_mb", "import_rss_mb"))
+    ref = med.get("torch")
     records = []
-    for size in args.sizes:
-        steps = args.steps if size == "small" else max(10, args.steps // 3)
-        bptt = SIZES[size][1]
-        eval_steps = harness.eval_steps(args.eval_tokens, BATCH, bptt)
-        samples = harness.run_children(
-            __file__,
-            args.impls,
-            args.repeats,
-            env,
-            size=size,
-            steps=steps,
-            eval_steps=eval_steps,
-        )
-        med = harness.medians(
-            samples, ("train", "eval", "rss_mb", "import_rss_mb")
-        )
-        ref = med.get("torch")
-        for impl, m in med.items():
-            extra = {
-                "eval_tokens": eval_steps * BATCH * bptt,
-                **harness.malloc_fields(
-                    samples[impl], samples.get("torch") if ref else None
-                ),
-            }
-            for phase in ("train", "eval"):
-                records.append(
-                    harness.record(
-                        "throughput",
-                        f"zaremba_{size}_{phase}",
-                        impl,
-                        m[phase],
-                        "tok/s",
-                        ref and ref[phase],
-                        "torch 2.13 CPU nn.LSTM, same run",
-                        **extra,
-                    )
-                )
+    for impl, m in med.items():
+        extra = {
+            "eval_tokens": eval_steps * BATCH * bptt,
+            **malloc_fields(
+                samples[impl], samples.get("torch") if ref else None
+            ),
+        }
+        for phase in ("train", "eval"):
             records.append(
-                harness.record(
-                    "memory",
-                    f"zaremba_{size}_peak_rss",
+                record(
+                    "throughput",
+                    f"zaremba_{size}_{phase}",
                     impl,
-                    m["rss_mb"],
-                    "MB",
-                    ref and ref["rss_mb"],
-                    "torch 2.13 CPU, same run",
-                    ratio_digits=None,
-                    import_rss_mb=round(m["import_rss_mb"], 1),
-                    model_rss_mb=round(m["rss_mb"] - m["import_rss_mb"], 1),
-                    reference_model_rss_mb=(
-                        round(ref["rss_mb"] - ref["import_rss_mb"], 1)
-                        if ref
-                        else None
-                    ),
+                    m[phase],
+                    "tok/s",
+                    ref and ref[phase],
+                    torch_label("nn.LSTM, same run"),
                     **extra,
                 )
             )
-            print(
-                f"{size:6s} {impl:18s} train {m['train']:8.0f} tok/s  "
-                f"eval {m['eval']:8.0f} tok/s  peak RSS {m['rss_mb']:6.0f} MB"
-                + (harness.vs(m, ref, "torch") if ref else "")
+        records.append(
+            record(
+                "memory",
+                f"zaremba_{size}_peak_rss",
+                impl,
+                m["rss_mb"],
+                "MB",
+                ref and ref["rss_mb"],
+                torch_label("same run"),
+                ratio_digits=None,
+                **rss_fields(m, ref),
+                **extra,
             )
-    harness.write_records(args, records, fields)
+        )
+        print(
+            f"{size:6s} {impl:18s} train {m['train']:8.0f} tok/s  "
+            f"eval {m['eval']:8.0f} tok/s  peak RSS {m['rss_mb']:6.0f} MB"
+            + (vs(m, ref, "torch") if ref else "")
+        )
+    return records
+
+
+def main(argv=None):
+    impls = ["torch", "keras_rnnlm", "keras_lstm", "keras_rnnlm_bf16"]
+    p = paired_parser(__doc__, "throughput.jsonl", impls, repeats=3)
+    p.add_argument("--sizes", nargs="+", default=["small", "medium"])
+    p.add_argument("--steps", type=int, default=40)
+    add_eval_tokens_argument(p)
+    args = parse(p, measure, argv)
+    env = thread_env(args.threads, interop=0)
+    fields = record_fields(
+        MODULE,
+        argv,
+        threads=args.threads or "default",
+        keras_eval=KERAS_EVAL,
+    )
+    records = []
+    for size in args.sizes:
+        records += size_records(args, size, env)
+    write_records(args, records, fields)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ compares two classes' figures.
 
 import os
 import platform
+import re
 import subprocess
 
 from bench.harness import ROOT
@@ -93,3 +94,25 @@ def git_commit():
     except (OSError, subprocess.CalledProcessError):
         return None
     return head + ("+dirty" if dirty else "")
+
+
+def device_class(rec):
+    """The machine class a record's figures belong to: ``CPU <model>,
+    <ISA>, <n> cores``, ``GPU <name>``, or its ``device`` as recorded.
+    Records written before the CPU's model and ISA were recorded (device
+    ``CPU x86_64, 2 cores``) form a class of their own."""
+    dev = rec.get("device") or "unknown device"
+    if dev.startswith("GPU "):
+        return dev.split(";")[0].strip()
+    if rec.get("cpu") and rec.get("isa"):
+        found = re.search(r"(\d+) cores", dev)
+        cores = rec.get("cores") or (found and found[1]) or "?"
+        return f"CPU {rec['cpu']}, {rec['isa']}, {cores} cores"
+    if re.fullmatch(r"CPU [^,]+, \d+ cores", dev):
+        return f"{dev} (model and ISA not recorded)"
+    return dev
+
+
+def this_class():
+    """:func:`device_class` of this machine's CPU."""
+    return device_class({"device": machine(), **cpu_facts()})

@@ -111,6 +111,6 @@ def add_overrides_argument(parser, help_text="config overrides"):
     )
 
 
-def eval_steps(tokens, batch, bptt):
+def windows_for(tokens, batch, bptt):
     """Batches of ``batch`` x ``bptt`` covering ``tokens`` (rounded up)."""
     return -(-tokens // (batch * bptt))

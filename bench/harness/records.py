@@ -104,3 +104,18 @@ def malloc_fields(runs, ref_runs=None):
     if ref_runs:
         out["reference_malloc"] = states(ref_runs)
     return out
+
+
+def rss_fields(m, ref=None):
+    """A memory record's split of the peak RSS (``m["rss_mb"]``): the
+    framework's after its import, the rest (the model and its work), and
+    the reference's rest."""
+    out = {
+        "import_rss_mb": round(m["import_rss_mb"], 1),
+        "model_rss_mb": round(m["rss_mb"] - m["import_rss_mb"], 1),
+    }
+    if ref:
+        out["reference_model_rss_mb"] = round(
+            ref["rss_mb"] - ref["import_rss_mb"], 1
+        )
+    return out
