@@ -269,7 +269,8 @@ def profile_keras(name, preset, repeats):
 
 
 class TorchParts:
-    """The same parts of the PyTorch reference model."""
+    """The same parts of the PyTorch reference model (its own methods
+    where a part is one: embedding, mixture)."""
 
     def __init__(self, name, preset):
         import torch
@@ -307,114 +308,89 @@ class TorchParts:
 
         y.backward(torch.ones_like(y) * 0.01)
 
-    def embedding(self):
+    def loss(self, out):
+        """Cross-entropy of logits (tied) or NLL of log-probabilities."""
         import torch.nn.functional as F
 
-        from bench.reference.awd_lstm import locked_dropout
-
-        md, w = self.md, self.model.emb.weight
-
-        def embed():
-            p = md["dropoute"]
-            mask = w.new_empty((w.shape[0], 1)).bernoulli_(1 - p) / (1 - p)
-            x = F.embedding(self.x_tok, w * mask)
-            self.backward(locked_dropout(x, md["dropouti"], True))
-
-        return {"embedding": embed}
+        out, y = out.reshape(-1, VOCAB), self.y_tok.reshape(-1)
+        if self.md["head"] == "tied":
+            return F.cross_entropy(out, y)
+        return F.nll_loss(out, y)
 
     def recurrent(self):
         """``weight_drop_i`` and ``layer_i`` of every layer."""
+        import torch.nn.functional as F
+
         md, parts = self.md, {}
         emb_x = self.normal(self.bptt, self.batch, md["embedding_dim"])
         hidden = self.model.init_hidden(self.batch)
         d_in = md["embedding_dim"]
         for i, layer in enumerate(self.model.layers):
+            mmlstm = md["cell"] == "mmlstm"
             x = self.normal(self.bptt, self.batch, d_in)
-            parts[f"weight_drop_{i}"] = self.wdrop_part(layer)
-            parts[f"layer_{i}"] = self.layer_part(layer, x, emb_x, hidden[i])
+            lstms = layer.lstms() if mmlstm else [layer]
+
+            def wdrop(lstms=lstms):
+                for b in lstms:
+                    w = F.dropout(b.lstm.weight_hh_l0, b.p, True)
+                    self.backward(w.sum())
+
+            def run_layer(layer=layer, x=x, h=hidden[i], mmlstm=mmlstm):
+                out, _ = layer(x, emb_x, h) if mmlstm else layer(x, h)
+                self.backward(out)
+
+            parts[f"weight_drop_{i}"], parts[f"layer_{i}"] = wdrop, run_layer
             d_in = md["hidden_sizes"][i]
         return parts
 
-    def wdrop_part(self, layer):
-        import torch.nn.functional as F
-
-        lstms = layer.lstms() if self.md["cell"] == "mmlstm" else [layer]
-
-        def wdrop():
-            for b in lstms:
-                w = F.dropout(b.lstm.weight_hh_l0, b.p, True)
-                self.backward(w.sum())
-
-        return wdrop
-
-    def layer_part(self, layer, x, emb_x, h):
-        mmlstm = self.md["cell"] == "mmlstm"
-
-        def run_layer():
-            out, _ = layer(x, emb_x, h) if mmlstm else layer(x, h)
-            self.backward(out)
-
-        return run_layer
-
-    def decode(self, x):
-        import torch.nn.functional as F
-
-        logits = F.linear(x, self.model.emb.weight, self.model.dec_bias)
-        return F.cross_entropy(
-            logits.reshape(-1, VOCAB), self.y_tok.reshape(-1)
-        )
-
-    def mixture(self, latent, prior_logits):
-        import torch
-        import torch.nn.functional as F
-
-        logits = F.linear(latent, self.model.emb.weight, self.model.dec_bias)
-        log_p = torch.logsumexp(
-            F.log_softmax(logits, -1)
-            + F.log_softmax(prior_logits, -1).unsqueeze(-1),
-            dim=-2,
-        )
-        return F.nll_loss(log_p.reshape(-1, VOCAB), self.y_tok.reshape(-1))
-
     def head(self):
         """``head`` and ``decoder_softmax``."""
-        import torch
+        import torch.nn.functional as F
 
         from bench.reference.awd_lstm import locked_dropout
 
         md, model = self.md, self.model
-        b, t = self.batch, self.bptt
-        raw = self.normal(t, b, md["hidden_sizes"][-1])
+        raw = self.normal(self.bptt, self.batch, md["hidden_sizes"][-1])
+
+        def decode(x):
+            if md["head"] == "tied":
+                return F.linear(x, model.emb.weight, model.dec_bias)
+            return model.mixture(x, [x])[0]
 
         def head():
             x = locked_dropout(raw, md["dropout"], True)
             reg = md["ar_alpha"] * x.pow(2).mean()
             reg = reg + md["tar_beta"] * (raw[1:] - raw[:-1]).pow(2).mean()
-            if md["head"] == "tied":
-                loss = self.decode(x)
-            else:
-                latent = torch.tanh(model.latent(x))
-                latent = locked_dropout(latent, md["dropoutl"], True)
-                latent = latent.view(t, b, -1, md["embedding_dim"])
-                loss = self.mixture(latent, model.prior(x))
-            (loss + reg).backward()
+            (self.loss(decode(x)) + reg).backward()
 
         if md["head"] == "tied":
-            return {"head": head, "decoder_softmax": self.decoder_part(raw)}
-        k = md["mixture_components"]
-        latent = self.normal(t, b, k, md["embedding_dim"])
-        prior = self.normal(t, b, k)
+            inputs = [raw]
+        else:
+            k = md["mixture_components"]
+            inputs = [
+                self.normal(self.bptt, self.batch, k, md["embedding_dim"]),
+                self.normal(self.bptt, self.batch, k),
+            ]
 
         def decoder_softmax():
-            self.mixture(latent, prior).backward()
+            self.loss(self.decoder(*inputs)).backward()
 
         return {"head": head, "decoder_softmax": decoder_softmax}
 
-    def decoder_part(self, raw):
-        def decoder_softmax():
-            self.decode(raw).backward()
+    def decoder(self, x, prior_logits=None):
+        """The tied decoder (and, with a prior, the mixture) alone."""
+        import torch
+        import torch.nn.functional as F
 
-        return decoder_softmax
+        model = self.model
+        logits = F.linear(x, model.emb.weight, model.dec_bias)
+        if prior_logits is None:
+            return logits
+        return torch.logsumexp(
+            F.log_softmax(logits, -1)
+            + F.log_softmax(prior_logits, -1).unsqueeze(-1),
+            dim=-2,
+        )
 
     def optimizer(self):
         import torch
@@ -432,23 +408,17 @@ class TorchParts:
 
     def step(self):
         import torch
-        import torch.nn.functional as F
 
         model = self.model
-        h = model.init_hidden(self.batch)
         self.opt.zero_grad()
-        out, h, reg = model(self.x_tok, h)
-        out = out.reshape(-1, VOCAB)
-        y = self.y_tok.reshape(-1)
-        tied = self.md["head"] == "tied"
-        loss = F.cross_entropy(out, y) if tied else F.nll_loss(out, y)
-        (loss + reg).backward()
+        out, _, reg = model(self.x_tok, model.init_hidden(self.batch))
+        (self.loss(out) + reg).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), self.tr.clipnorm)
         self.opt.step()
 
     def parts(self):
         return {
-            **self.embedding(),
+            "embedding": lambda: self.backward(self.model.embed(self.x_tok)),
             **self.recurrent(),
             **self.head(),
             **self.optimizer(),

@@ -35,6 +35,8 @@ from bench.harness.records import record
 from bench.harness.records import record_fields
 from bench.harness.records import write_records
 
+MODULE = "bench.cache_quality"
+
 #: Published gains of the cache on awd-lstm-lm (its README, finetuned
 #: AWD-LSTM, valid / test), for the records' notes.
 PUBLISHED = {
@@ -64,7 +66,7 @@ def _setting(cache):
     ) + (",reference=1" if cache.get("reference") else "")
 
 
-def main(argv=None):
+def parser():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run_dir")
     p.add_argument("--name", help="records' prefix (default: run dir name)")
@@ -83,25 +85,30 @@ def main(argv=None):
         help="result files are copied to LOGS/NAME/cache/",
     )
     add_output_arguments(p, "quality.jsonl")
-    args = p.parse_args(argv)
-    run = args.run_dir.rstrip("/")
-    name = args.name or os.path.basename(run)
-    out = os.path.join(run, "cache")
-    os.makedirs(out, exist_ok=True)
-    env_note = (
-        f"KERAS_RNNLM_DATA=$DATA TF_NUM_INTRAOP_THREADS="
-        f"{os.environ.get('TF_NUM_INTRAOP_THREADS', 'default')}"
-    )
-    fields = record_fields("bench.cache_quality", argv)
-    note = PUBLISHED[args.preset]
-    records = []
+    return p
 
-    def add(suffix, value, reference, command, **extra):
-        records.append(
+
+class Steps:
+    """The three steps on one run; each adds its records."""
+
+    def __init__(self, args):
+        self.args = args
+        self.run = args.run_dir.rstrip("/")
+        self.name = args.name or os.path.basename(self.run)
+        self.out = os.path.join(self.run, "cache")
+        os.makedirs(self.out, exist_ok=True)
+        self.env_note = (
+            f"KERAS_RNNLM_DATA=$DATA TF_NUM_INTRAOP_THREADS="
+            f"{os.environ.get('TF_NUM_INTRAOP_THREADS', 'default')}"
+        )
+        self.records = []
+
+    def add(self, suffix, value, reference, command, **extra):
+        self.records.append(
             record(
                 "quality",
-                f"{name}_{suffix}",
-                name,
+                f"{self.name}_{suffix}",
+                self.name,
                 value,
                 "ppl",
                 reference,
@@ -109,50 +116,56 @@ def main(argv=None):
                 digits=4,
                 ratio_digits=4,
                 command=command,
-                note=note,
+                note=PUBLISHED[self.args.preset],
                 **extra,
             )
         )
 
-    if not args.dynamic_only:
-        shown, _ = _cli(
-            ["tune-cache", run, "--bptt", str(args.bptt), "--out", out],
-            env_note,
+    def cli(self, *args):
+        return _cli([str(a) for a in args], self.env_note)
+
+    def search(self):
+        return _json(os.path.join(self.out, "cache_search.json"))
+
+    def tune(self):
+        """1. ``tune-cache``: the best setting on valid, test at it."""
+        bptt = self.args.bptt
+        shown, _ = self.cli(
+            "tune-cache", self.run, "--bptt", bptt, "--out", self.out
         )
-    search = _json(os.path.join(out, "cache_search.json"))
-    best = search["best"]
-    if not args.dynamic_only:
+        search = self.search()
         for split in ("valid", "test"):
             res = search[split]
-            add(
+            self.add(
                 f"cache_tuned_{split}",
                 res["cache"]["ppl"],
                 res["plain"]["ppl"],
                 shown,
                 split=split,
                 tokens=res["cache"]["tokens"],
-                cache=best,
+                cache=search["best"],
             )
+
+    def preset(self):
+        """2. ``evaluate --cache PRESET`` on both splits."""
+        search, preset = self.search(), self.args.preset
         for split in ("valid", "test"):
-            path = os.path.join(out, f"preset_{args.preset}_{split}.json")
-            shown, text = _cli(
-                [
-                    "evaluate",
-                    run,
-                    "--split",
-                    split,
-                    "--bptt",
-                    str(args.bptt),
-                    "--cache",
-                    args.preset,
-                ],
-                env_note,
+            shown, text = self.cli(
+                "evaluate",
+                self.run,
+                "--split",
+                split,
+                "--bptt",
+                self.args.bptt,
+                "--cache",
+                preset,
             )
             res = json.loads(text[text.index("{") :])
+            path = os.path.join(self.out, f"preset_{preset}_{split}.json")
             with open(path, "w") as f:
                 json.dump(res, f, indent=2)
-            add(
-                f"cache_{args.preset}_preset_{split}",
+            self.add(
+                f"cache_{preset}_preset_{split}",
                 res["ppl"],
                 search[split]["plain"]["ppl"],
                 shown,
@@ -160,55 +173,64 @@ def main(argv=None):
                 tokens=res["tokens"],
                 cache=res.get("cache"),
             )
-    if args.hparams:
-        path = os.path.join(out, "dynamic_cache_test.json")
-        shown, _ = _cli(
-            [
-                "dynamic-eval",
-                run,
-                "--split",
-                "test",
-                "--hparams",
-                args.hparams,
-                "--grad-batches",
-                str(args.grad_batches),
-                "--static",
-                "--cache",
-                _setting(best),
-                "--output",
-                path,
-            ],
-            env_note,
+
+    def dynamic(self):
+        """3. ``dynamic-eval`` with and without the tuned cache."""
+        search = self.search()
+        path = os.path.join(self.out, "dynamic_cache_test.json")
+        shown, _ = self.cli(
+            "dynamic-eval",
+            self.run,
+            "--split",
+            "test",
+            "--hparams",
+            self.args.hparams,
+            "--grad-batches",
+            self.args.grad_batches,
+            "--static",
+            "--cache",
+            _setting(search["best"]),
+            "--output",
+            path,
         )
-        res = _json(path)
-        plain = search["test"]["plain"]["ppl"]
-        add(
-            "dynamic_test",
-            res["without_cache"]["ppl"],
-            plain,
-            shown,
-            split="test",
-            tokens=res["tokens"],
+        res, plain = _json(path), search["test"]["plain"]["ppl"]
+        common = {"split": "test", "tokens": res["tokens"]}
+        self.add(
+            "dynamic_test", res["without_cache"]["ppl"], plain, shown, **common
         )
-        add(
+        self.add(
             "dynamic_cache_test",
             res["ppl"],
             plain,
             shown,
-            split="test",
-            tokens=res["tokens"],
-            cache=best,
+            cache=search["best"],
+            **common,
         )
-    fields["date"] = datetime.date.today().isoformat()
-    for rec in records:
-        print(json.dumps(rec))
-    write_records(args, records, fields)
-    if not args.no_record:
-        dest = os.path.join(args.logs, name, "cache")
+
+    def keep_files(self):
+        """Copies the commands' result files to LOGS/NAME/cache/."""
+        dest = os.path.join(self.args.logs, self.name, "cache")
         os.makedirs(dest, exist_ok=True)
-        for f in os.listdir(out):
+        for f in os.listdir(self.out):
             if f.endswith((".json", ".csv", ".png")):
-                shutil.copy(os.path.join(out, f), dest)
+                shutil.copy(os.path.join(self.out, f), dest)
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    steps = Steps(args)
+    fields = record_fields(MODULE, argv)
+    if not args.dynamic_only:
+        steps.tune()
+        steps.preset()
+    if args.hparams:
+        steps.dynamic()
+    fields["date"] = datetime.date.today().isoformat()
+    for rec in steps.records:
+        print(json.dumps(rec))
+    write_records(args, steps.records, fields)
+    if not args.no_record:
+        steps.keep_files()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ in these variants (``--impls``):
 
 Training is one compiled ``train_on_batch`` a step on the training
 model; evaluation one ``test_on_batch`` a step on the package's
-:class:`~keras_rnnlm.evaluator.Evaluator` model (forward-only loops,
+:class:`~keras_rnnlm.evaluation.Evaluator` model (forward-only loops,
 batch 20 as the preset's ``eval_batch_size``).
 
 One child process per thread setting (``--threads``, 0: TensorFlow's
@@ -77,7 +77,7 @@ def build_variant(impl, rng):
     """The compiled training model and the evaluation model of one
     variant, and their inputs: ``(train_model, eval_model, x, y)``."""
     from keras_rnnlm.config import RunConfig
-    from keras_rnnlm.evaluation.static import Evaluator
+    from keras_rnnlm.evaluation import Evaluator
     from keras_rnnlm.models import build_language_model
     from keras_rnnlm.presets.cbow_lstm import cbow_preset
     from keras_rnnlm.training import compile_model
@@ -157,7 +157,7 @@ def measure(impls, rounds, steps, eval_steps):
     }
 
 
-def main():
+def parser():
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
@@ -181,72 +181,76 @@ def main():
     )
     p.add_argument(
         "--note",
-        default="one of the machine's 2 cores busy with training runs "
-        "during the whole bench (the load averages count them)",
-        help="recorded with every record",
+        default="",
+        help="recorded with every record (e.g. what else ran on the machine)",
     )
     add_output_arguments(p, "cbow.jsonl")
     add_child_argument(p)
-    args = parse(p, measure)
+    return p
+
+
+def thread_records(args, threads):
+    """Runs the child of one thread setting; returns its records."""
+    r = run_child(
+        MODULE,
+        {
+            "impls": args.impls,
+            "rounds": args.rounds,
+            "steps": args.steps,
+            "eval_steps": args.eval_steps,
+        },
+        thread_env(threads, interop=0),
+    )
+    ref, label = r["rates"]["none"], threads or "default"
+    print(
+        f"threads {label}: load {r['load_start']} -> {r['load_end']}, "
+        f"warm-up {r['warm_s']:.0f} s, child {r['wall_s']:.0f} s",
+        flush=True,
+    )
+    records = []
+    for impl in args.impls:
+        m = r["rates"][impl]
+        for phase in ("train", "eval"):
+            records.append(
+                record(
+                    "throughput",
+                    f"cbow_wt2_small_{phase}",
+                    impl,
+                    m[phase],
+                    "tok/s",
+                    ref[phase],
+                    "vanilla model (none), same process, interleaved",
+                    threads=label,
+                    ms_per_step=round(1000 * BATCH * BPTT / m[phase], 1),
+                    overhead_pct=round(100 * (ref[phase] / m[phase] - 1), 1),
+                    params=r["params"][impl],
+                    rounds=args.rounds,
+                    steps=args.steps if phase == "train" else args.eval_steps,
+                    load_start=r["load_start"],
+                    load_end=r["load_end"],
+                    note=args.note,
+                )
+            )
+        print(
+            f"  {impl:16s} train {m['train']:7.0f} tok/s "
+            f"({1000 * BATCH * BPTT / m['train']:6.1f} ms/step)  "
+            f"eval {m['eval']:7.0f} tok/s" + vs(m, ref, "none"),
+            flush=True,
+        )
+    return records
+
+
+def main(argv=None):
+    p = parser()
+    args = parse(p, measure, argv)
     for impl in args.impls:
         parse_impl(impl)
     if "none" not in args.impls:
         p.error("--impls needs 'none' (the reference of the ratios)")
-
-    fields = record_fields("bench.cbow_overhead")
-    records = []
-    start = time.perf_counter()
+    fields = record_fields(MODULE, argv)
+    start, records = time.perf_counter(), []
     for threads in args.threads:
-        r = run_child(
-            MODULE,
-            {
-                "impls": args.impls,
-                "rounds": args.rounds,
-                "steps": args.steps,
-                "eval_steps": args.eval_steps,
-            },
-            thread_env(threads, interop=0),
-        )
-        ref = r["rates"]["none"]
-        label = threads or "default"
-        print(
-            f"threads {label}: load {r['load_start']} -> {r['load_end']}, "
-            f"warm-up {r['warm_s']:.0f} s, child {r['wall_s']:.0f} s",
-            flush=True,
-        )
-        for impl in args.impls:
-            m = r["rates"][impl]
-            for phase in ("train", "eval"):
-                records.append(
-                    record(
-                        "throughput",
-                        f"cbow_wt2_small_{phase}",
-                        impl,
-                        m[phase],
-                        "tok/s",
-                        ref[phase],
-                        "vanilla model (none), same process, interleaved",
-                        threads=label,
-                        ms_per_step=round(1000 * BATCH * BPTT / m[phase], 1),
-                        overhead_pct=round(
-                            100 * (ref[phase] / m[phase] - 1), 1
-                        ),
-                        params=r["params"][impl],
-                        rounds=args.rounds,
-                        steps=args.steps
-                        if phase == "train"
-                        else args.eval_steps,
-                        load_start=r["load_start"],
-                        load_end=r["load_end"],
-                        note=args.note,
-                    )
-                )
-            print(
-                f"  {impl:16s} train {m['train']:7.0f} tok/s "
-                f"({1000 * BATCH * BPTT / m['train']:6.1f} ms/step)  "
-                f"eval {m['eval']:7.0f} tok/s" + vs(m, ref, "none"),
-                flush=True,
-            )
+        records += thread_records(args, threads)
     print(f"total {time.perf_counter() - start:.0f} s")
     write_records(args, records, fields)
 

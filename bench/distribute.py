@@ -14,9 +14,9 @@ regulariser on) under ``train.distribute`` (``none`` for 1 device,
 state batch-sharded; :mod:`keras_rnnlm.training.distribute`), compiles
 it as the trainer does and times ``model.fit`` over ``--steps`` windows
 of random token ids (after ``--warmup`` untimed ones; median of
-:data:`_harness.EVAL_PASSES` passes). Two virtual CPU devices only split
-the same cores: on a 2-core machine with other work running this
-measures the overhead of the partitioned step, not a speed-up.
+:data:`bench.harness.timing.EVAL_PASSES` passes). Two virtual CPU devices
+only split the same cores: on a 2-core machine with other work running
+this measures the overhead of the partitioned step, not a speed-up.
 
 Model (``--scaling-model``, no training): for each paper preset with a
 measured single-GPU training rate in ``bench/results/awd.jsonl``, the
@@ -40,6 +40,7 @@ import time
 
 from bench.harness import RESULTS
 from bench.harness import ROOT
+from bench.harness.machine import device_class
 from bench.harness.options import paired_parser
 from bench.harness.options import parse
 from bench.harness.processes import child_command
@@ -61,12 +62,14 @@ NAME = "distribute"
 #: ``2proc``: two processes with one device each (not a default)
 IMPLS = ("1", "2")
 PROCESSES = 2
-PAPER_RECIPES = {
-    "awd_lstm_ptb": "recipes/awd_lstm_ptb.py",
-    "awd_lstm_mos_ptb": "recipes/awd_lstm_mos_ptb.py",
-    "awd_lstm_doc_ptb": "recipes/awd_lstm_doc_ptb.py",
-    "mmlstm_ptb": "recipes/mmlstm_ptb.py",
-}
+#: The paper presets of the scaling model (``bench.awd_throughput``'s
+#: models on PTB).
+PAPER_PRESETS = (
+    "awd_lstm_ptb",
+    "awd_lstm_mos_ptb",
+    "awd_lstm_doc_ptb",
+    "mmlstm_ptb",
+)
 
 
 def measure(impl, recipe, preset, vocab, steps, warmup):
@@ -188,11 +191,9 @@ def run_processes(params, env, timeout=1800):
     return result
 
 
-def scaling_model():
-    """Rows of the paper-size scaling model (see the module docstring)."""
-    from keras_rnnlm.recipe import config_from_preset
-    from keras_rnnlm.recipe import load_recipe
-
+def gpu_rates():
+    """``{(preset key, GPU): [single-GPU training records]}`` of the
+    Keras paper presets in ``bench/results/awd.jsonl``."""
     gpu = {}
     with open(os.path.join(RESULTS, "awd.jsonl")) as f:
         for line in f:
@@ -203,87 +204,84 @@ def scaling_model():
                 and "_vs_" not in r["name"]
             ):
                 key = r["name"][: -len("_paper_gpu_train")]
-                gpu.setdefault(key, []).append(r)
+                gpu.setdefault((key, device_class(r)), []).append(r)
+    return gpu
+
+
+def scaling_row(key, gpu, records, n):
+    """One row of the scaling model: ``key``'s preset on ``n`` GPUs."""
+    from bench.awd_throughput import recipe_config
+
+    rate = statistics.median(r["value"] for r in records)
+    params = records[-1]["params"]
+    cfg = recipe_config(key.removesuffix("_ptb"), "paper")
+    b, t = cfg.data.batch_size, cfg.data.bptt
+    step_s = b * t / rate
+    grad_bytes = 4 * params
+    sent = 2 * (n - 1) / n * grad_bytes  # ring all-reduce, per GPU
+    compute = step_s / n
+    return {
+        "preset": key,
+        "gpu": gpu,
+        "gpus": n,
+        "params": params,
+        "batch": b,
+        "bptt": t,
+        "gpu_rate_tok_s": rate,
+        "gpu_records": len(records),
+        "step_ms_1gpu": 1000 * step_s,
+        "allreduce_mb": grad_bytes / 1e6,
+        "sent_per_gpu_mb": sent / 1e6,
+        "compute_ms_per_gpu": 1000 * compute,
+        # n GPUs as fast as one: compute + comm = step_s
+        "breakeven_gb_s": sent / (step_s - compute) / 1e9,
+        # 90% efficiency: compute + comm = compute / 0.9
+        "eff90_gb_s": sent / (compute / 0.9 - compute) / 1e9,
+        "batch_divisible": b % n == 0,
+    }
+
+
+def scaling_model():
+    """Rows of the paper-size scaling model (see the module docstring),
+    one GPU model at a time."""
     rows = []
-    for key, path in PAPER_RECIPES.items():
-        if key not in gpu:
-            continue
-        rate = statistics.median(r["value"] for r in gpu[key])
-        params = gpu[key][-1]["params"]
-        cfg = config_from_preset(
-            load_recipe(os.path.join(ROOT, path)).PRESETS, "paper"
-        )
-        b, t = cfg.data.batch_size, cfg.data.bptt
-        step_s = b * t / rate
-        grad_bytes = 4 * params
-        for n in (2, 4, 8):
-            sent = 2 * (n - 1) / n * grad_bytes  # ring all-reduce, per GPU
-            compute = step_s / n
-            rows.append(
-                {
-                    "preset": key,
-                    "gpus": n,
-                    "params": params,
-                    "batch": b,
-                    "bptt": t,
-                    "gpu_rate_tok_s": rate,
-                    "gpu_records": len(gpu[key]),
-                    "step_ms_1gpu": 1000 * step_s,
-                    "allreduce_mb": grad_bytes / 1e6,
-                    "sent_per_gpu_mb": sent / 1e6,
-                    "compute_ms_per_gpu": 1000 * compute,
-                    # n GPUs as fast as one: compute + comm = step_s
-                    "breakeven_gb_s": sent / (step_s - compute) / 1e9,
-                    # 90% efficiency: compute + comm = compute / 0.9
-                    "eff90_gb_s": sent / (compute / 0.9 - compute) / 1e9,
-                    "batch_divisible": b % n == 0,
-                }
-            )
+    for (key, gpu), records in gpu_rates().items():
+        if key in PAPER_PRESETS:
+            rows += [scaling_row(key, gpu, records, n) for n in (2, 4, 8)]
     return rows
 
 
-def main():
-    parser = paired_parser(__doc__, f"{NAME}.jsonl", IMPLS, 3)
-    parser.add_argument("--recipe", default="recipes/awd_lstm_ptb.py")
-    parser.add_argument("--preset", default="cpu")
-    parser.add_argument("--vocab", type=int, default=10000)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument(
-        "--scaling-model",
-        action="store_true",
-        help="print (and record) the paper-size scaling model only",
+def model_records(args, fields):
+    """Prints and records the paper-size scaling model."""
+    rows = scaling_model()
+    fields["device"] = (
+        "none (a model from the single-GPU records of bench/results/awd.jsonl)"
     )
-    args = parse(parser, measure)
-    fields = record_fields("bench.distribute")
-    if args.scaling_model:
-        rows = scaling_model()
-        fields["device"] = (
-            "none (a model from the single-GPU records of "
-            "bench/results/awd.jsonl)"
+    for r in rows:
+        print(
+            f"{r['preset']:>18} x{r['gpus']}: {r['params']:,} params, "
+            f"{r['allreduce_mb']:.0f} MB all-reduced, 1-GPU step "
+            f"{r['step_ms_1gpu']:.1f} ms, break-even "
+            f"{r['breakeven_gb_s']:.1f} GB/s, 90% efficiency "
+            f"{r['eff90_gb_s']:.1f} GB/s"
         )
-        for r in rows:
-            print(
-                f"{r['preset']:>18} x{r['gpus']}: {r['params']:,} params, "
-                f"{r['allreduce_mb']:.0f} MB all-reduced, 1-GPU step "
-                f"{r['step_ms_1gpu']:.1f} ms, break-even "
-                f"{r['breakeven_gb_s']:.1f} GB/s, 90% efficiency "
-                f"{r['eff90_gb_s']:.1f} GB/s"
-            )
-        records = [
-            record(
-                "model",
-                f"{r['preset']}_paper_dp_breakeven_x{r['gpus']}",
-                "scaling_model",
-                r["breakeven_gb_s"],
-                "GB/s",
-                digits=2,
-                **r,
-            )
-            for r in rows
-        ]
-        write_records(args, records, fields)
-        return
+    records = [
+        record(
+            "model",
+            f"{r['preset']}_paper_dp_breakeven_x{r['gpus']}",
+            "scaling_model",
+            r["breakeven_gb_s"],
+            "GB/s",
+            digits=2,
+            **r,
+        )
+        for r in rows
+    ]
+    write_records(args, records, fields)
+
+
+def measured_samples(args):
+    """The interleaved children of every ``--impls`` setting."""
     params = {
         "recipe": args.recipe,
         "preset": args.preset,
@@ -308,7 +306,10 @@ def main():
     def report(rep, impl, r):
         print(f"repeat {rep}: {impl} device(s): {r['train']:.0f} tok/s")
 
-    samples = interleave(args.impls, args.repeats, run, report)
+    return interleave(args.impls, args.repeats, run, report)
+
+
+def measured_records(args, samples):
     med = medians(samples, ["train"])
     ref = med.get("1", {}).get("train")
     name = f"{os.path.basename(args.recipe)[:-3]}_{args.preset}_train"
@@ -337,6 +338,27 @@ def main():
             )
         )
         print(f"{impl} device(s): median {med[impl]['train']:.0f} tok/s")
+    return records
+
+
+def main(argv=None):
+    parser = paired_parser(__doc__, f"{NAME}.jsonl", IMPLS, 3)
+    parser.add_argument("--recipe", default="recipes/awd_lstm_ptb.py")
+    parser.add_argument("--preset", default="cpu")
+    parser.add_argument("--vocab", type=int, default=10000)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument(
+        "--scaling-model",
+        action="store_true",
+        help="print (and record) the paper-size scaling model only",
+    )
+    args = parse(parser, measure, argv)
+    fields = record_fields(MODULE, argv)
+    if args.scaling_model:
+        model_records(args, fields)
+        return
+    records = measured_records(args, measured_samples(args))
     write_records(args, records, fields)
 
 

@@ -243,7 +243,8 @@ def main(argv=None):
     write_records(
         args,
         records,
-        record_fields("bench.export_speed",
+        record_fields(
+            MODULE,
             argv,
             model_desc=f"zaremba {args.size}, random weights",
             sentences=args.sentences,

@@ -1,7 +1,13 @@
-"""The recurrent loops as concurrent row blocks, on and off, in one process.
+"""Does splitting the recurrent loops into row blocks pay on this machine?
 
-    python -m bench.loop_parts --recipe recipes/awd_lstm_ptb.py --preset cpu \\
-        --threads 2 --rounds 8
+The package runs each fused recurrent loop as concurrent row blocks where
+it expects a gain (``keras_rnnlm.loops.loop_parts``: one block an inter-op
+thread, none where a step is large); the rule was measured on one CPU
+class. This bench checks it on the machine it runs on, and belongs in
+the first runs on a new CPU class.
+
+    python -m bench.loop_parts --recipe recipes/awd_lstm_ptb.py \\
+        --preset cpu --threads 2 --rounds 8
 
 Builds the preset's model twice in one process, once with the loops split
 into row blocks turned off (``KERAS_RNNLM_LOOP_PARTS=1``) and once with the
@@ -34,6 +40,7 @@ from bench.harness.records import record
 from bench.harness.records import record_fields
 from bench.harness.records import write_records
 
+MODULE = "bench.loop_parts"
 ENV = "KERAS_RNNLM_LOOP_PARTS"
 
 
@@ -51,31 +58,27 @@ def _build(config, vocab, batch, forward_only):
     return model
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--recipe", required=True)
-    ap.add_argument("--preset", default="cpu")
-    ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--calls", type=int, default=10, help="calls a round")
-    ap.add_argument(
+def parser():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--recipe", required=True)
+    p.add_argument("--preset", default="cpu")
+    p.add_argument("--rounds", type=int, default=8)
+    p.add_argument("--calls", type=int, default=10, help="calls a round")
+    p.add_argument(
         "--eval-batches", nargs="+", type=int, default=[10, 1], metavar="B"
     )
-    ap.add_argument("--vocab", type=int, default=10000)
-    add_threads_argument(ap, default=0)
-    add_output_arguments(ap, "loop_parts.jsonl")
-    args = ap.parse_args(argv)
-    set_threads(args.threads)
+    p.add_argument("--vocab", type=int, default=10000)
+    add_threads_argument(p, default=0)
+    add_output_arguments(p, "loop_parts.jsonl")
+    return p
 
-    from keras_rnnlm.loops.loop_parts import inter_op_threads
-    from keras_rnnlm.recipe import config_from_preset
-    from keras_rnnlm.recipe import load_recipe
 
-    config = config_from_preset(load_recipe(args.recipe).PRESETS, args.preset)
-    d, v = config.data, args.vocab
+def traced_calls(config, phases, vocab):
+    """``{(phase, setting): (call, tokens a call)}``: each phase's model
+    traced with the split off (``off``) and as the package chooses
+    (``auto``)."""
+
     rng = np.random.default_rng(0)
-    phases = {"train": (d.batch_size, d.bptt, False)}
-    for b in args.eval_batches:
-        phases[f"eval_b{b}"] = (b, d.eval_bptt or d.bptt, True)
     calls = {}
     for setting in ("off", "auto"):
         if setting == "off":
@@ -83,27 +86,55 @@ def main(argv=None):
         else:
             os.environ.pop(ENV, None)
         for phase, (batch, bptt, forward_only) in phases.items():
-            model = _build(config, v, batch, forward_only)
-            x = rng.integers(0, v, (batch, bptt)).astype("int32")
+            model = _build(config, vocab, batch, forward_only)
+            x = rng.integers(0, vocab, (batch, bptt)).astype("int32")
             fn = model.test_on_batch if forward_only else model.train_on_batch
             fn(x, x)  # traced here, with this setting
             calls[phase, setting] = (lambda fn=fn, x=x: fn(x, x), batch * bptt)
     os.environ.pop(ENV, None)
+    return calls
+
+
+def interleaved_seconds(calls, rounds, n):
+    """Seconds a call of each key: one list a key, ``rounds`` rounds of
+    ``n`` calls (after one untimed), the keys interleaved."""
     times = {key: [] for key in calls}
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         for key, (fn, _) in calls.items():
             fn()
             start = time.perf_counter()
-            for _ in range(args.calls):
+            for _ in range(n):
                 fn()
-            times[key].append((time.perf_counter() - start) / args.calls)
-    fields = record_fields("bench.loop_parts",
-        threads=args.threads or "default",
+            times[key].append((time.perf_counter() - start) / n)
+    return times
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    set_threads(args.threads)
+
+    from keras_rnnlm.loops.loop_parts import inter_op_threads
+    from keras_rnnlm.recipe import config_from_preset
+    from keras_rnnlm.recipe import load_recipe
+
+    config = config_from_preset(load_recipe(args.recipe).PRESETS, args.preset)
+    d = config.data
+    phases = {"train": (d.batch_size, d.bptt, False)}
+    for b in args.eval_batches:
+        phases[f"eval_b{b}"] = (b, d.eval_bptt or d.bptt, True)
+    calls = traced_calls(config, phases, args.vocab)
+    times = interleaved_seconds(calls, args.rounds, args.calls)
+    threads = args.threads or "default"
+    fields = record_fields(
+        MODULE,
+        argv,
+        threads=threads,
         inter_op_threads=inter_op_threads(),
         recipe=args.recipe,
         preset=args.preset,
         rounds=args.rounds,
     )
+    model = os.path.basename(args.recipe).removesuffix(".py")
     records = []
     for phase in phases:
         tokens = calls[phase, "auto"][1]
@@ -117,9 +148,8 @@ def main(argv=None):
         records.append(
             record(
                 "throughput",
-                f"loop_parts_{phase}_t{args.threads or 'default'}",
-                os.path.basename(args.recipe).removesuffix(".py")
-                + f" {args.preset}",
+                f"loop_parts_{phase}_t{threads}",
+                f"{model} {args.preset}",
                 on,
                 "tok/s",
                 reference=off,

@@ -6,10 +6,10 @@ an H100 mostly idle, so the runs of a table are started together, each
 in its own process session so that they outlive the command that started
 them (the device tool keeps such processes while the machine is held):
 
-    python bench/parallel_runs.py start --root /tmp/t2 --jobs JOBS
-    python bench/parallel_runs.py watch --root /tmp/t2 --seconds 540
-    python bench/parallel_runs.py kill --root /tmp/t2 [NAME ...]
-    python bench/parallel_runs.py pack --root /tmp/t2 --out $OUT/runs.tgz
+    python -m bench.parallel_runs start --root /tmp/t2 --jobs JOBS
+    python -m bench.parallel_runs watch --root /tmp/t2 --seconds 540
+    python -m bench.parallel_runs kill --root /tmp/t2 [NAME ...]
+    python -m bench.parallel_runs pack --root /tmp/t2 --out $OUT/runs.tgz
 
 JOBS has one run a line, ``NAME<space>COMMAND``; each run's output goes
 to ``ROOT/NAME/stdout.txt``, its exit status to ``ROOT/NAME/rc``, and

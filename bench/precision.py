@@ -24,7 +24,46 @@ from bench.harness.records import record
 from bench.harness.records import record_fields
 from bench.harness.records import write_records
 
+MODULE = "bench.precision"
 POLICIES = ("float32", "mixed_bfloat16")
+
+
+def evaluate_policies(args, config, corpus):
+    """``{(policy, split): Evaluator result with tokens_per_s}`` of the
+    run's best weights under each dtype policy."""
+    import keras
+
+    from keras_rnnlm.evaluation import make_evaluator
+
+    weights = os.path.join(args.run, "best.weights.h5")
+    results = {}
+    for policy in POLICIES:
+        keras.config.set_dtype_policy(policy)
+        try:
+            for split in args.splits:
+                batch = eval_batch(config, split)
+                ev = make_evaluator(config, corpus, batch)
+                ev.load_weights(weights)
+                ids = corpus.split(split)
+                ev.evaluate(ids[: 20 * ev.bptt * ev.batch_size])  # warm-up
+                t = time.perf_counter()
+                res = ev.evaluate(ids)
+                res["tokens_per_s"] = res["tokens"] / (time.perf_counter() - t)
+                results[policy, split] = res
+                print(
+                    f"{policy:15s} {split:5s} ppl {res['ppl']:9.3f} "
+                    f"{res['tokens_per_s']:9.0f} tok/s (batch {batch})"
+                )
+        finally:
+            keras.config.set_dtype_policy("float32")
+    return results
+
+
+def eval_batch(config, split):
+    """The batch the trainer reports ``split`` at."""
+    if split == "test":
+        return config.data.test_batch_size
+    return config.data.eval_batch_size or config.data.batch_size
 
 
 def main(argv=None):
@@ -35,38 +74,12 @@ def main(argv=None):
     add_output_arguments(p, "precision.jsonl")
     args = p.parse_args(argv)
     set_threads(args.threads)
-    import keras
     import tensorflow as tf
 
-    from keras_rnnlm.evaluation.static import make_evaluator
     from keras_rnnlm.runs import open_run
 
     config, corpus = open_run(args.run)
-    weights = os.path.join(args.run, "best.weights.h5")
-    batch = {
-        "valid": config.data.eval_batch_size or config.data.batch_size,
-        "test": config.data.test_batch_size,
-    }
-    results = {}
-    for policy in POLICIES:
-        keras.config.set_dtype_policy(policy)
-        try:
-            for split in args.splits:
-                ev = make_evaluator(config, corpus, batch[split])
-                ev.load_weights(weights)
-                ids = corpus.split(split)
-                ev.evaluate(ids[: 20 * ev.bptt * ev.batch_size])  # warm-up
-                t = time.perf_counter()
-                res = ev.evaluate(ids)
-                res["tokens_per_s"] = res["tokens"] / (time.perf_counter() - t)
-                results[policy, split] = res
-                print(
-                    f"{policy:15s} {split:5s} ppl {res['ppl']:9.3f} "
-                    f"{res['tokens_per_s']:9.0f} tok/s (batch {batch[split]})"
-                )
-        finally:
-            keras.config.set_dtype_policy("float32")
-
+    results = evaluate_policies(args, config, corpus)
     metric = "bpc" if corpus.is_char_level else "ppl"
     records = []
     for split in args.splits:
@@ -92,10 +105,11 @@ def main(argv=None):
                 "tok/s",
                 ref["tokens_per_s"],
                 "float32, same evaluator",
-                batch_size=batch[split],
+                batch_size=eval_batch(config, split),
             ),
         ]
-    fields = record_fields("bench.precision",
+    fields = record_fields(
+        MODULE,
         argv,
         threads=args.threads,
         run=args.run,

@@ -21,13 +21,14 @@ import os
 import shutil
 
 from bench.harness import LOGS
+from bench.harness.machine import cpu_facts
 from bench.harness.machine import machine
 from bench.harness.options import add_output_arguments
 from bench.harness.records import record
 from bench.harness.records import write_records
 
 
-def main(argv=None):
+def parser():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run_dir")
     p.add_argument("--name", required=True)
@@ -39,8 +40,8 @@ def main(argv=None):
     p.add_argument("--note", default=None)
     p.add_argument(
         "--device",
-        default=machine(),
-        help="where the run trained (default: this machine)",
+        help="where the run trained, e.g. 'GPU NVIDIA H100 80GB HBM3' "
+        "(default: this machine's CPU, with its model, ISA and cores)",
     )
     add_output_arguments(p, "quality.jsonl")
     p.add_argument(
@@ -48,43 +49,52 @@ def main(argv=None):
         default=LOGS,
         help="the run's files are copied to LOGS/NAME/ (default: %(default)s)",
     )
-    args = p.parse_args(argv)
+    return p
 
-    with open(os.path.join(args.run_dir, "results.json")) as f:
+
+def read_run(run_dir):
+    """``(results, run record, log rows)`` of a finished run."""
+    with open(os.path.join(run_dir, "results.json")) as f:
         results = json.load(f)
-    with open(os.path.join(args.run_dir, "run.json")) as f:
+    with open(os.path.join(run_dir, "run.json")) as f:
         run = json.load(f)
-    with open(os.path.join(args.run_dir, "log.csv")) as f:
+    with open(os.path.join(run_dir, "log.csv")) as f:
         log = list(csv.DictReader(f))
+    return results, run, log
+
+
+def run_records(args, results, run, log):
+    """One quality record per split the run evaluated."""
     char = any("bpc" in row for row in log)
-    unit = "bpc" if char else "ppl"
-    epochs = len(log)
-    best = min(range(epochs), key=lambda i: float(log[i]["val_loss"]))
-    model = args.model or run["config"]["name"]
+    best = min(range(len(log)), key=lambda i: float(log[i]["val_loss"]))
+    machine_fields = (
+        {"device": args.device}
+        if args.device
+        else {"device": machine(), **cpu_facts()}
+    )
     records = []
     for split in ("valid", "test"):
         if split not in results:
             continue
         r = results[split]
-        value = r["nll"] / math.log(2) if char else r["ppl"]
         ref = getattr(args, f"paper_{split}")
         records.append(
             record(
                 "quality",
                 f"{args.name}_{split}",
-                model,
-                value,
-                unit,
+                args.model or run["config"]["name"],
+                r["nll"] / math.log(2) if char else r["ppl"],
+                "bpc" if char else "ppl",
                 ref,
                 args.paper_name if ref else None,
                 digits=4,
                 ratio_digits=4,
-                device=args.device,
+                **machine_fields,
                 date=datetime.date.today().isoformat(),
                 command=args.command,
                 tokens=r.get("tokens"),
                 batch_size=r.get("batch_size"),
-                epochs_run=epochs,
+                epochs_run=len(log),
                 best_epoch=best + 1,
                 parameters=run.get("parameters")
                 or run.get("extra", {}).get("parameters"),
@@ -92,6 +102,12 @@ def main(argv=None):
                 **({"note": args.note} if args.note else {}),
             )
         )
+    return records
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    records = run_records(args, *read_run(args.run_dir))
     for rec in records:
         print(json.dumps(rec))
     write_records(args, records)

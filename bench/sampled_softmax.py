@@ -45,6 +45,8 @@ from bench.harness.records import record_fields
 from bench.harness.records import write_records
 from bench.harness.timing import median_rate
 
+MODULE = "bench.sampled_softmax"
+
 WT103_VOCAB = 267735
 
 
@@ -258,7 +260,7 @@ def main(argv=None):
         )
     set_threads(args.threads)
     records = speed(args) if args.part == "speed" else quality(args)
-    fields = record_fields("bench.sampled_softmax", argv, threads=args.threads)
+    fields = record_fields(MODULE, argv, threads=args.threads)
     write_records(args, records, fields)
 
 

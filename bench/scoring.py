@@ -8,8 +8,9 @@ with one model in three ways:
   ``tf.saved_model.load`` (``score_ids`` endpoint; ``score_text``, which
   also tokenises in the graph, is reported as ``saved_model_text``);
 * ``keras_scorer``: ``keras_rnnlm.scoring.Scorer.score_batch`` in process;
-* ``torch``: PyTorch CPU ``nn.LSTM`` with the same weights (checked to give
-  the same log-probabilities), padded batches, ``log_softmax`` + gather.
+* ``torch``: PyTorch CPU ``nn.LSTM`` with the same weights
+  (:func:`bench.reference.zaremba.from_keras`; checked to give the same
+  log-probabilities), padded batches, ``log_softmax`` + gather.
 
 Throughput (scored tokens/s) at batch sizes 1, 32 and 256 over all the
 sentences, after one untimed warm-up pass (XLA compiles one program per
@@ -36,6 +37,8 @@ from bench.harness.processes import set_threads
 from bench.harness.records import record
 from bench.harness.records import record_fields
 from bench.harness.records import write_records
+
+MODULE = "bench.scoring"
 
 SIZES = {"small": 200, "medium": 650}
 
@@ -79,50 +82,6 @@ def make_scorer(args, workdir):
     return scorer, f"zaremba {args.size}, random weights"
 
 
-def torch_model(scorer):
-    """nn.LSTM LM with the scorer's weights (Keras gate order i,f,c,o is
-    PyTorch's i,f,g,o; Keras has one bias, put in bias_ih)."""
-    import torch
-    from torch import nn
-
-    layers = [
-        layer
-        for layer in scorer.model.layers
-        if layer.__class__.__name__ == "LSTM"
-    ]
-    emb = scorer.model.get_layer("embedding").get_weights()[0]
-    dec_w, dec_b = scorer.model.get_layer("decoder").get_weights()
-    hidden = layers[0].units
-
-    class LM(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb = nn.Embedding(*emb.shape)
-            self.lstm = nn.LSTM(emb.shape[1], hidden, len(layers))
-            self.dec = nn.Linear(hidden, dec_w.shape[1])
-
-        def forward(self, x):
-            return self.step(x)[0]
-
-        def step(self, x, hidden=None):
-            """(T, B) ids -> ((T, B, V) logits, carried state)."""
-            out, hidden = self.lstm(self.emb(x), hidden)
-            return self.dec(out), hidden
-
-    m = LM().eval()
-    with torch.no_grad():
-        m.emb.weight.copy_(torch.from_numpy(emb))
-        m.dec.weight.copy_(torch.from_numpy(dec_w.T))
-        m.dec.bias.copy_(torch.from_numpy(dec_b))
-        for i, layer in enumerate(layers):
-            k, rk, b = layer.get_weights()
-            getattr(m.lstm, f"weight_ih_l{i}").copy_(torch.from_numpy(k.T))
-            getattr(m.lstm, f"weight_hh_l{i}").copy_(torch.from_numpy(rk.T))
-            getattr(m.lstm, f"bias_ih_l{i}").copy_(torch.from_numpy(b))
-            getattr(m.lstm, f"bias_hh_l{i}").zero_()
-    return m
-
-
 def batches(rows, batch_size, by_length=True):
     """Consecutive batches of ``rows``, after sorting them by length unless
     ``by_length`` is False (then in corpus order, as a server receives
@@ -142,7 +101,7 @@ def pad(rows):
     return out
 
 
-def main(argv=None):
+def parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--run", help="a run directory (else --size, random)")
     p.add_argument("--size", default="small", choices=sorted(SIZES))
@@ -162,98 +121,104 @@ def main(argv=None):
         "padded to their longest) instead of sorted by length",
     )
     add_output_arguments(p, "scoring.jsonl")
-    args = p.parse_args(argv)
-    args.scorer_kwargs = (
-        {"time_buckets": parse_buckets(args.time_buckets)}
-        if args.time_buckets
-        else {}
-    )
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401
-    import torch
+    return p
 
-    set_threads(args.threads, torch)
 
-    from keras_rnnlm.export import export_saved_model
+class Ways:
+    """The ways to score the same sentences: ``fns[name](rows)`` on rows
+    of token ids (each row a sentence of ``lines``)."""
 
-    workdir = tempfile.mkdtemp(prefix="bench_scoring_")
-    try:
-        scorer, model_name = make_scorer(args, workdir)
-        t = time.perf_counter()
-        path = export_saved_model(scorer, os.path.join(workdir, "lm", "1"))
-        export_s = time.perf_counter() - t
-        sm = tf.saved_model.load(path)
-        lines = ptb_lines(args.sentences)
-        ids = [scorer.encode(s)[1].tolist() for s in lines]
-        n_tokens = sum(len(r) + 1 for r in ids)
-        bos, eos = scorer._context_id, scorer.vocab.eos_id
-        tm = torch_model(scorer)
+    def __init__(self, scorer, saved_model, lines):
+        from bench.reference.zaremba import from_keras
 
-        def run_saved_ids(rows):
-            x = pad(rows) if rows[0] or len(rows) > 1 else np.zeros((1, 0))
-            return sm.signatures["score_ids"](
-                token_ids=tf.constant(x, tf.int32),
-                lengths=tf.constant([len(r) for r in rows], tf.int32),
-            )["ln_prob"].numpy()
+        self.scorer, self.sm, self.lines = scorer, saved_model, lines
+        self.ids = [scorer.encode(s)[1].tolist() for s in lines]
+        self.tm = from_keras(scorer.model)
+        text_of = {id(r): s for r, s in zip(self.ids, lines)}
 
-        def run_saved_text(texts):
-            return sm.signatures["score_text"](sentences=tf.constant(texts))[
-                "ln_prob"
-            ].numpy()
+        def texts(rows):
+            return [text_of[id(r)] for r in rows]
 
-        def run_torch(rows):
-            x = pad([[bos, *r] for r in rows])
-            y = pad([[*r, eos] for r in rows])
-            lengths = torch.tensor([len(r) + 1 for r in rows])
-            with torch.no_grad():
-                logits = tm(torch.from_numpy(x.T).long())  # (T, B, V)
-                lp = torch.log_softmax(logits, -1)
-                tok = lp.gather(-1, torch.from_numpy(y.T).long()[..., None])
-                mask = torch.arange(x.shape[1])[:, None] < lengths[None]
-                return (tok[..., 0] * mask).sum(0).numpy()
-
-        # Same model everywhere: compare the log-probabilities.
-        check = lines[:8]
-        ref = np.array(scorer.score_batch(check, natural_log=True))
-        rows = ids[:8]
-        diffs = {
-            "saved_model": np.abs(run_saved_ids(rows) - ref).max(),
-            "saved_model_text": np.abs(run_saved_text(check) - ref).max(),
+        self.fns = {
+            "saved_model": self.saved_ids,
+            "saved_model_text": lambda rows: self.saved_text(texts(rows)),
+            "keras_scorer": lambda rows: scorer.score_batch(texts(rows)),
+            "torch": self.torch,
         }
-        order = sorted(range(8), key=lambda i: len(rows[i]))
-        got = run_torch([rows[i] for i in order])
+
+    def saved_ids(self, rows):
+        import tensorflow as tf
+
+        x = pad(rows) if rows[0] or len(rows) > 1 else np.zeros((1, 0))
+        return self.sm.signatures["score_ids"](
+            token_ids=tf.constant(x, tf.int32),
+            lengths=tf.constant([len(r) for r in rows], tf.int32),
+        )["ln_prob"].numpy()
+
+    def saved_text(self, texts):
+        import tensorflow as tf
+
+        fn = self.sm.signatures["score_text"]
+        return fn(sentences=tf.constant(texts))["ln_prob"].numpy()
+
+    def torch(self, rows):
+        import torch
+
+        bos, eos = self.scorer._context_id, self.scorer.vocab.eos_id
+        x = pad([[bos, *r] for r in rows])
+        y = pad([[*r, eos] for r in rows])
+        lengths = torch.tensor([len(r) + 1 for r in rows])
+        with torch.no_grad():
+            logits, _ = self.tm(torch.from_numpy(x.T).long())  # (T, B, V)
+            lp = torch.log_softmax(logits, -1)
+            tok = lp.gather(-1, torch.from_numpy(y.T).long()[..., None])
+            mask = torch.arange(x.shape[1])[:, None] < lengths[None]
+            return (tok[..., 0] * mask).sum(0).numpy()
+
+    def differences(self, n=8):
+        """Max |ln p| difference of each way from the Scorer on the first
+        ``n`` sentences (the same model everywhere)."""
+        ref = np.array(
+            self.scorer.score_batch(self.lines[:n], natural_log=True)
+        )
+        rows = self.ids[:n]
+        diffs = {
+            "saved_model": np.abs(self.saved_ids(rows) - ref).max(),
+            "saved_model_text": np.abs(
+                self.saved_text(self.lines[:n]) - ref
+            ).max(),
+        }
+        order = sorted(range(n), key=lambda i: len(rows[i]))
+        got = self.torch([rows[i] for i in order])
         diffs["torch"] = np.abs(got - ref[order]).max()
         print("max |ln p| difference vs Scorer:", diffs)
+        return {k: float(v) for k, v in diffs.items()}
 
-        text_of = {id(r): s for r, s in zip(ids, lines)}
-        impls = {
-            "saved_model": lambda rows: run_saved_ids(rows),
-            "saved_model_text": lambda rows: run_saved_text(
-                [text_of[id(r)] for r in rows]
-            ),
-            "keras_scorer": lambda rows: scorer.score_batch(
-                [text_of[id(r)] for r in rows]
-            ),
-            "torch": run_torch,
-        }
+    def throughput(self, batch_sizes, sort):
+        """``[("throughput", way, batch, tokens/s)]`` after a warm-up pass
+        of each (XLA compiles one program per batch shape)."""
+        n_tokens = sum(len(r) + 1 for r in self.ids)
         results = []
-        for bs in args.batch_sizes:
-            scorer.batch_size = bs
-            for name, fn in impls.items():
-                sort = not args.unsorted
-                for rows in batches(ids, bs, sort):  # warm-up (compilation)
+        for bs in batch_sizes:
+            self.scorer.batch_size = bs
+            for name, fn in self.fns.items():
+                for rows in batches(self.ids, bs, sort):
                     fn(rows)
                 t = time.perf_counter()
-                for rows in batches(ids, bs, sort):
+                for rows in batches(self.ids, bs, sort):
                     fn(rows)
                 tps = n_tokens / (time.perf_counter() - t)
                 results.append(("throughput", name, bs, tps))
                 print(f"batch {bs:4d} {name:17s} {tps:10.0f} tok/s")
-        scorer.batch_size = 1
-        lat_rows = ids[: args.latency_calls]
-        for name, fn in impls.items():
+        self.scorer.batch_size = 1
+        return results
+
+    def latency(self, calls):
+        """``[("latency", way, 1, (p50, p99) ms)]`` of one-sentence calls."""
+        results = []
+        for name, fn in self.fns.items():
             times = []
-            for r in lat_rows:
+            for r in self.ids[:calls]:
                 t = time.perf_counter()
                 fn([r])
                 times.append(1000 * (time.perf_counter() - t))
@@ -261,26 +226,14 @@ def main(argv=None):
             p99 = float(np.percentile(times, 99))
             results.append(("latency", name, 1, (p50, p99)))
             print(f"latency {name:17s} p50 {p50:7.2f} ms  p99 {p99:7.2f} ms")
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        return results
 
-    fields = record_fields("bench.scoring",
-        argv,
-        threads=args.threads,
-        model_desc=model_name,
-        sentences=len(lines),
-        tokens=n_tokens,
-        torch=torch.__version__,
-        tensorflow=tf.__version__,
-        export_seconds=round(export_s, 1),
-        batches="corpus order" if args.unsorted else "sorted by length",
-        time_buckets=[list(b) for b in scorer.time_buckets],
-        max_abs_diff_vs_scorer={k: float(v) for k, v in diffs.items()},
-    )
+
+def build_records(results):
     torch_tps = {
         bs: v for k, n, bs, v in results if k == "throughput" and n == "torch"
     }
-    records = [
+    return [
         record(
             "throughput",
             f"scoring_b{bs}",
@@ -301,7 +254,52 @@ def main(argv=None):
         }
         for kind, name, bs, value in results
     ]
-    write_records(args, records, fields)
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    args.scorer_kwargs = (
+        {"time_buckets": parse_buckets(args.time_buckets)}
+        if args.time_buckets
+        else {}
+    )
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+    import torch
+
+    set_threads(args.threads, torch)
+
+    from keras_rnnlm.export import export_saved_model
+
+    workdir = tempfile.mkdtemp(prefix="bench_scoring_")
+    try:
+        scorer, model_name = make_scorer(args, workdir)
+        t = time.perf_counter()
+        path = export_saved_model(scorer, os.path.join(workdir, "lm", "1"))
+        export_s = time.perf_counter() - t
+        ways = Ways(
+            scorer, tf.saved_model.load(path), ptb_lines(args.sentences)
+        )
+        diffs = ways.differences()
+        results = ways.throughput(args.batch_sizes, not args.unsorted)
+        results += ways.latency(args.latency_calls)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    fields = record_fields(
+        MODULE,
+        argv,
+        threads=args.threads,
+        model_desc=model_name,
+        sentences=len(ways.lines),
+        tokens=sum(len(r) + 1 for r in ways.ids),
+        torch=torch.__version__,
+        tensorflow=tf.__version__,
+        export_seconds=round(export_s, 1),
+        batches="corpus order" if args.unsorted else "sorted by length",
+        time_buckets=[list(b) for b in scorer.time_buckets],
+        max_abs_diff_vs_scorer=diffs,
+    )
+    write_records(args, build_records(results), fields)
     return 0
 
 

@@ -37,6 +37,7 @@ from bench.harness.records import record_fields
 from bench.harness.records import write_records
 
 SIZES = {"small": 200, "medium": 650, "large": 1500}
+MODULE = "bench.serving"
 MAX_CLIENTS = 64
 MAX_SECONDS = 600
 
@@ -201,7 +202,7 @@ def pct(values, q):
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
-def main(argv=None):
+def parser():
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
@@ -213,6 +214,91 @@ def main(argv=None):
     p.add_argument("--soak", type=float, default=0.0)
     add_threads_argument(p, 1)
     add_output_arguments(p, "serving.jsonl")
+    return p
+
+
+def phase_record(args, api, n, batching, ceiling, proc, result):
+    """The record of one load phase (``result``: :func:`load_phase`'s)."""
+    done, toks, lat, errors = result
+    rate = done / args.duration
+    rec = record(
+        "throughput",
+        f"serving_{api}_c{n}_" + ("batching" if batching else "no_batching"),
+        "keras_rnnlm_serve",
+        rate,
+        "sentences/s",
+        reference=ceiling,
+        reference_name="in-process batch 32",
+        api=api,
+        clients=n,
+        batching=batching,
+        tokens_per_s=round(toks / args.duration, 1),
+        p50_ms=round(pct(lat, 50) or 0, 2),
+        p95_ms=round(pct(lat, 95) or 0, 2),
+        p99_ms=round(pct(lat, 99) or 0, 2),
+        errors=errors,
+        server_peak_rss_mb=round(vm_hwm_mb(proc.pid), 1),
+    )
+    print(json.dumps(rec), flush=True)
+    return rec
+
+
+def soak_record(args, ceiling, proc, rest_port, sentences):
+    """One batched REST phase of ``--soak`` seconds at the largest client
+    count, with the server's RSS at its start and end."""
+    n = max(args.clients)
+    rss0 = vm_hwm_mb(proc.pid, "VmRSS")
+    done, toks, lat, errors = load_phase(
+        rest_client, rest_port, n, args.soak, sentences
+    )
+    rec = record(
+        "throughput",
+        f"serving_rest_c{n}_soak",
+        "keras_rnnlm_serve",
+        done / args.soak,
+        "sentences/s",
+        reference=ceiling,
+        reference_name="in-process batch 32",
+        clients=n,
+        soak_s=args.soak,
+        rss_start_mb=round(rss0, 1),
+        rss_end_mb=round(vm_hwm_mb(proc.pid, "VmRSS"), 1),
+        p50_ms=round(pct(lat, 50) or 0, 2),
+        p99_ms=round(pct(lat, 99) or 0, 2),
+        errors=errors,
+    )
+    print(json.dumps(rec), flush=True)
+    return rec
+
+
+def server_records(args, base, batching, env, ceiling, sentences):
+    """Starts one server (with or without batching) and runs its phases."""
+    proc, rest_port, grpc_port = start_server(base, batching, env)
+    records = []
+    try:
+        for api in args.apis:
+            make = rest_client if api == "rest" else grpc_client
+            port = rest_port if api == "rest" else grpc_port
+            for n in args.clients:
+                result = load_phase(make, port, n, args.duration, sentences)
+                records.append(
+                    phase_record(args, api, n, batching, ceiling, proc, result)
+                )
+        if batching and args.soak > 0:
+            records.append(
+                soak_record(args, ceiling, proc, rest_port, sentences)
+            )
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return records
+
+
+def main(argv=None):
+    p = parser()
     args = p.parse_args(argv)
     if max(args.clients) > MAX_CLIENTS or args.duration > MAX_SECONDS:
         p.error(f"at most {MAX_CLIENTS} clients and {MAX_SECONDS} s a phase")
@@ -221,94 +307,34 @@ def main(argv=None):
         if k in env:
             os.environ[k] = env[k]
     sentences = ptb_sentences(args.sentences)
-    tokens_per_sentence = sum(len(s.split()) + 1 for s in sentences) / len(
-        sentences
-    )
-    fields = record_fields("bench.serving",
+    per_sentence = sum(len(s.split()) + 1 for s in sentences) / len(sentences)
+    fields = record_fields(
+        MODULE,
         argv,
         threads=args.threads,
         model_desc=f"zaremba {args.size}, random weights, default export",
         sentences=len(sentences),
         duration_s=args.duration,
     )
-    records = []
     with tempfile.TemporaryDirectory(prefix="bench_serving_") as tmp:
         base = os.path.join(tmp, "lm")
         export(args.size, base)
         ceiling = in_process_rate(base, sentences, args.duration)
         print(f"in-process batched: {ceiling:.1f} sentences/s", flush=True)
-        records.append(
+        records = [
             record(
                 "throughput",
                 "serving_in_process_batch32",
                 "saved_model",
                 ceiling,
                 "sentences/s",
-                tokens_per_s=round(ceiling * tokens_per_sentence, 1),
+                tokens_per_s=round(ceiling * per_sentence, 1),
             )
-        )
+        ]
         for batching in (True, False):
-            proc, rest_port, grpc_port = start_server(base, batching, env)
-            try:
-                for api in args.apis:
-                    make = rest_client if api == "rest" else grpc_client
-                    port = rest_port if api == "rest" else grpc_port
-                    for n in args.clients:
-                        done, toks, lat, errors = load_phase(
-                            make, port, n, args.duration, sentences
-                        )
-                        rate = done / args.duration
-                        rec = record(
-                            "throughput",
-                            f"serving_{api}_c{n}_"
-                            + ("batching" if batching else "no_batching"),
-                            "keras_rnnlm_serve",
-                            rate,
-                            "sentences/s",
-                            reference=ceiling,
-                            reference_name="in-process batch 32",
-                            api=api,
-                            clients=n,
-                            batching=batching,
-                            tokens_per_s=round(toks / args.duration, 1),
-                            p50_ms=round(pct(lat, 50) or 0, 2),
-                            p95_ms=round(pct(lat, 95) or 0, 2),
-                            p99_ms=round(pct(lat, 99) or 0, 2),
-                            errors=errors,
-                            server_peak_rss_mb=round(vm_hwm_mb(proc.pid), 1),
-                        )
-                        print(json.dumps(rec), flush=True)
-                        records.append(rec)
-                if batching and args.soak > 0:
-                    n = max(args.clients)
-                    rss0 = vm_hwm_mb(proc.pid, "VmRSS")
-                    done, toks, lat, errors = load_phase(
-                        rest_client, rest_port, n, args.soak, sentences
-                    )
-                    rec = record(
-                        "throughput",
-                        f"serving_rest_c{n}_soak",
-                        "keras_rnnlm_serve",
-                        done / args.soak,
-                        "sentences/s",
-                        reference=ceiling,
-                        reference_name="in-process batch 32",
-                        clients=n,
-                        soak_s=args.soak,
-                        rss_start_mb=round(rss0, 1),
-                        rss_end_mb=round(vm_hwm_mb(proc.pid, "VmRSS"), 1),
-                        p50_ms=round(pct(lat, 50) or 0, 2),
-                        p99_ms=round(pct(lat, 99) or 0, 2),
-                        errors=errors,
-                    )
-                    print(json.dumps(rec), flush=True)
-                    records.append(rec)
-            finally:
-                proc.terminate()
-                try:
-                    proc.wait(60)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            records += server_records(
+                args, base, batching, env, ceiling, sentences
+            )
     write_records(args, records, fields)
 
 

@@ -1,23 +1,24 @@
-"""Does training start reliably? Runs a recipe's start-up many times
-(issue #25: one ``recipes/awd_lstm_ptb.py --preset cpu`` start in 19 died
-with signal 11 about 8 s in, right after the first XLA compilation, at 2
-threads on TensorFlow).
+"""Does training start reliably? A recipe's whole start-up, many times.
 
-Each attempt is a fresh process of ``RECIPE --preset PRESET`` in a new
-temporary run directory, on a truncated corpus (``data.max_tokens``: a
-few training batches, then the validation and test passes of the
-recipe), with TensorFlow's intra-op pool at ``--threads`` (0: its
-default) and Python's ``faulthandler`` on, so a crash leaves the Python
-stack of every thread in the kept log (``--logs``). An attempt ends by
-itself, or is killed after ``--timeout`` seconds (counted as a hang).
+Each attempt is a fresh process of ``RECIPE --preset PRESET`` (what a user
+runs) in a new temporary run directory, on a truncated corpus
+(``data.max_tokens``: a few training batches, then the validation and test
+passes of the recipe), with TensorFlow's intra-op pool at ``--threads``
+(0: its default) and Python's ``faulthandler`` on, so a crash leaves the
+Python stack of every thread in the kept log (``--logs``). An attempt ends
+by itself, or is killed after ``--timeout`` seconds (counted as a hang).
+The process exits 1 unless every attempt succeeded.
 
-    python -m bench.startup_loop --attempts 40 --threads 2
-    python -m bench.startup_loop --attempts 40 --threads 2 \\
+    python -m bench.training_start --attempts 40 --threads 2
+    python -m bench.training_start --attempts 40 --threads 2 \\
         --set train.jit_compile=false             # without XLA
+    python -m bench.training_start --recipe recipes/zaremba_ptb.py \\
+        --preset small --attempts 1 --no-record   # a quick check
 
-One record per invocation goes to ``bench/results/startup.jsonl``:
-attempts, successes, crashes by signal and exit status, hangs, and the
-median wall time of a successful attempt.
+One record per invocation (kind ``reliability``) goes to
+``bench/results/training_start.jsonl``: attempts, successes, crashes by
+signal and exit status, hangs, and the median wall time of a successful
+attempt.
 """
 
 import argparse
@@ -32,9 +33,12 @@ import time
 
 from bench.harness import ROOT
 from bench.harness.options import add_output_arguments
+from bench.harness.options import add_overrides_argument
 from bench.harness.records import record
 from bench.harness.records import record_fields
 from bench.harness.records import write_records
+
+MODULE = "bench.training_start"
 
 
 def attempt(cmd, env, timeout, log_path):
@@ -59,7 +63,7 @@ def attempt(cmd, env, timeout, log_path):
     return f"exit {rc}", seconds
 
 
-def main(argv=None):
+def parser():
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
@@ -80,50 +84,43 @@ def main(argv=None):
         type=int,
         default=20 * 35 * 12,
         help="data.max_tokens of every attempt (default: %(default)s, "
-        "12 training batches of the cpu preset)",
+        "12 training batches of the AWD-LSTM cpu preset)",
     )
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="more config overrides of every attempt",
-    )
+    add_overrides_argument(p, "more config overrides of every attempt")
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument(
         "--logs",
-        default=os.path.join(ROOT, "runs", "startup_loop"),
+        default=os.path.join(ROOT, "runs", "training_start"),
         help="where the logs of failed attempts are kept",
     )
     p.add_argument("--note", default="")
-    add_output_arguments(p, "startup.jsonl")
-    args = p.parse_args(argv)
+    add_output_arguments(p, "training_start.jsonl")
+    return p
 
-    env = dict(os.environ, PYTHONFAULTHANDLER="1", TF_CPP_MIN_LOG_LEVEL="0")
-    if args.threads:
-        env["TF_NUM_INTRAOP_THREADS"] = str(args.threads)
-    if args.interop:
-        env["TF_NUM_INTEROP_THREADS"] = str(args.interop)
-    os.makedirs(args.logs, exist_ok=True)
-    fields = record_fields("bench.startup_loop", argv)
-    counts = collections.Counter()
-    ok_seconds = []
-    kept = []
-    load_start = os.getloadavg()
+
+def attempt_command(args, out):
+    """The recipe's command line of one attempt, writing to ``out``."""
+    cmd = [sys.executable, args.recipe, "--preset", args.preset]
+    cmd += ["--out", out, "--no-resume"]
+    for item in [
+        f"data.max_tokens={args.max_tokens}",
+        "train.epochs=1",
+        "train.tensorboard=false",
+        "train.verbose=0",
+        *args.overrides,
+    ]:
+        cmd += ["--set", item]
+    return cmd
+
+
+def attempts(args, env):
+    """Runs every attempt: ``(outcome counts, seconds of the successful
+    ones, logs kept of the failed ones)``."""
+    counts, ok_seconds, kept = collections.Counter(), [], []
     for i in range(args.attempts):
         with tempfile.TemporaryDirectory() as tmp:
-            cmd = [sys.executable, args.recipe, "--preset", args.preset]
-            cmd += ["--out", os.path.join(tmp, "run"), "--no-resume"]
-            for item in [
-                f"data.max_tokens={args.max_tokens}",
-                "train.epochs=1",
-                "train.tensorboard=false",
-                "train.verbose=0",
-                *args.overrides,
-            ]:
-                cmd += ["--set", item]
             log_path = os.path.join(tmp, "log.txt")
+            cmd = attempt_command(args, os.path.join(tmp, "run"))
             status, seconds = attempt(cmd, env, args.timeout, log_path)
             counts[status] += 1
             if status == "ok":
@@ -133,6 +130,20 @@ def main(argv=None):
                 os.replace(log_path, keep)
                 kept.append(keep)
         print(f"attempt {i + 1}/{args.attempts}: {status} ({seconds:.1f} s)")
+    return counts, ok_seconds, kept
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    env = dict(os.environ, PYTHONFAULTHANDLER="1", TF_CPP_MIN_LOG_LEVEL="0")
+    if args.threads:
+        env["TF_NUM_INTRAOP_THREADS"] = str(args.threads)
+    if args.interop:
+        env["TF_NUM_INTEROP_THREADS"] = str(args.interop)
+    os.makedirs(args.logs, exist_ok=True)
+    fields = record_fields(MODULE, argv)
+    load_start = os.getloadavg()
+    counts, ok_seconds, kept = attempts(args, env)
     summary = dict(sorted(counts.items()))
     print(f"{summary}; logs of failures: {kept or 'none'}")
     median_s = statistics.median(ok_seconds) if ok_seconds else None
@@ -149,6 +160,7 @@ def main(argv=None):
         threads=args.threads or "default",
         interop=args.interop or "default",
         overrides=args.overrides,
+        max_tokens=args.max_tokens,
         median_ok_s=round(median_s, 1) if median_s else None,
         failure_logs=kept,
         load_start=[round(v, 2) for v in load_start],
