@@ -1,0 +1,324 @@
+"""The headline tables of docs/performance.md: the current figure of each
+bench, model and thread setting, one section a machine class.
+
+"Current" is the newest record of its key (result file, record name,
+model, threads, machine class): records are appended in time order, so
+the last one of a key with the latest date wins. Machine classes come
+from :func:`bench.harness.machine.device_class` (CPU model, ISA and cores;
+or the GPU); a table never shows two classes' figures, and every ratio in
+it is the record's own (figure and reference measured in the same run).
+Each table links to the sections of bench/RESULTS.md that hold all the
+records it draws on.
+"""
+
+import dataclasses
+import re
+
+from bench.harness.machine import device_class
+
+#: Where a table's links point, relative to docs/performance.md.
+RESULTS_LINK = "../bench/RESULTS.md"
+
+#: What a published reference looks like (a quality record against a
+#: paper, not against another run of the package).
+NOT_PUBLISHED = re.compile(r"^(the same|same model|static|float32)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """One headline table: records of ``files`` whose ``name`` matches
+    ``pattern`` (named groups ``row...`` make the row's label, ``col`` its
+    column), of ``kinds`` and ``models`` (empty: any), pivoted into
+    ``cols`` (``(regex on col, header)``).
+
+    The record's model ends the row's label unless it is in
+    ``hide_models`` (``("*",)``: never). ``threads``: one row a thread
+    setting; ``join_threads``: one cell for the settings ``THREADS``, their
+    ratios side by side; ``threads_cols``: one column a setting of
+    ``THREADS`` (the name's ``col`` then joins the row's label).
+    ``cell``: ``ratio`` (value and the record's ratio), ``published``
+    (value and its published reference) or ``unit`` (value and unit).
+    """
+
+    title: str
+    files: tuple
+    pattern: str
+    cols: tuple
+    kinds: tuple = ("throughput",)
+    models: tuple = ()
+    hide_models: tuple = ()
+    threads: bool = True
+    join_threads: bool = False
+    threads_cols: bool = False
+    cell: str = "ratio"
+    note: str = ""
+
+    def matches(self, stem, rec):
+        """``(row label, column index)`` of a record, or None."""
+        if stem not in self.files or rec.get("kind") not in self.kinds:
+            return None
+        if self.models and rec.get("model") not in self.models:
+            return None
+        if (self.join_threads or self.threads_cols) and threads_of(
+            rec
+        ) not in THREADS:
+            return None
+        if self.cell == "published" and (
+            rec.get("reference") is None
+            or NOT_PUBLISHED.match(rec.get("reference_name") or "")
+        ):
+            return None
+        found = re.fullmatch(self.pattern, rec.get("name", ""))
+        if not found:
+            return None
+        for i, (col, header) in enumerate(self.cols):
+            if re.fullmatch(col, found["col"] or ""):
+                if self.threads_cols:
+                    label = f"{self._label(found, rec)}, {header}"
+                    return label, THREADS.index(threads_of(rec))
+                return self._label(found, rec), i
+        return None
+
+    def _label(self, found, rec):
+        groups = found.groupdict().items()
+        parts = [v.replace("_", " ") for k, v in groups if k[:3] == "row" and v]
+        model = rec.get("model") or ""
+        if "*" not in self.hide_models and model not in self.hide_models:
+            parts.append(model)
+        return " ".join(parts)
+
+    def head(self):
+        """The table's header cells."""
+        by_row = self.threads and not self.join_threads
+        by_row = by_row and not self.threads_cols
+        cols = [h for _, h in self.cols]
+        if self.threads_cols:
+            cols = [f"{t} thread{'s' * (t != '1')}" for t in THREADS]
+        if self.join_threads:
+            cols = [f"{h} ({' / '.join(THREADS)} threads)" for h in cols]
+        return ["row"] + (["threads"] if by_row else []) + cols + ["date"]
+
+    def key(self, label, rec):
+        """The row a record goes to."""
+        by_row = self.threads and not self.join_threads
+        by_row = by_row and not self.threads_cols
+        return label, threads_of(rec) if by_row else ""
+
+
+#: The thread settings of a table with ``join_threads``, in its cells'
+#: order.
+THREADS = ("1", "2", "default")
+PACKAGE = ("keras_rnnlm", "keras", "fused")
+QUALITY_NOTE = (
+    "perplexity (bits per character for the character models) and, in "
+    "brackets, the paper's"
+)
+TABLES = (
+    Table(
+        "The trainer's path: training speed (Keras alone) and start-up",
+        ("train_speed", "training_start", "startup"),
+        r"(?P<row>.+?)(?P<col>)(_awd_speed)?",
+        (("", "figure"),),
+        kinds=("throughput", "latency", "reliability"),
+        hide_models=("keras",),
+        cell="unit",
+    ),
+    Table(
+        "Training and evaluation against PyTorch",
+        ("throughput", "awd", "awd_threads", "multiplicative", "multicell"),
+        r"(?P<row>(?!mmlstm_vs_)(?!multicell_layer).+?)"
+        r"_(?P<col>train|eval|eval_b10|eval_b1)",
+        (
+            ("train", "training"),
+            ("eval|eval_b10", "evaluation"),
+            ("eval_b1", "evaluation, batch 1"),
+        ),
+        models=PACKAGE,
+        hide_models=("*",),
+        note="the package's tok/s (char/s: character models) and its ratio "
+        "to PyTorch in the same run",
+    ),
+    Table(
+        "CBOW context module",
+        ("cbow",),
+        r"cbow_wt2_small_(?P<col>train|eval)",
+        (("train", "training"), ("eval", "evaluation")),
+        models=("uniform", "positional", "idf", "none_sentence"),
+        join_threads=True,
+        note="the small WikiText-2 model's tok/s with the module over its "
+        "tok/s without it, in the same process",
+    ),
+    Table(
+        "Scoring: exported SavedModel, in-process Scorer, PyTorch",
+        ("scoring",),
+        r"scoring_(?P<col>b\d+|one_sentence)",
+        (
+            ("b1", "batch 1, tok/s"),
+            ("b32", "batch 32"),
+            ("b256", "batch 256"),
+            ("one_sentence", "one sentence, p50 ms"),
+        ),
+        kinds=("throughput", "latency"),
+        note="ratios to PyTorch in the same run",
+    ),
+    Table(
+        "Export variants: `score_text` of the default and the XLA export",
+        ("export",),
+        r"export_score_text_(?P<col>batch32|one_sentence)",
+        (
+            ("batch32", "batch 32, tok/s"),
+            ("one_sentence", "one sentence, p50 ms"),
+        ),
+        kinds=("throughput", "latency"),
+        threads_cols=True,
+        note="ratios to the default export",
+    ),
+    Table(
+        "Serving: `keras-rnnlm serve` under load",
+        ("serving",),
+        r"serving_(?P<row_api>rest|grpc)_(?P<col>c\d+)_(?P<row>.*)",
+        (("c1", "1 client"), ("c32", "32 clients")),
+        hide_models=("*",),
+        note="sentences/s and the ratio to the export called in process on "
+        "batches of 32",
+    ),
+    Table(
+        "CBOW context module against published results",
+        ("quality",),
+        r"cbow_wt2_(?P<col>small|large)_(?P<row>.+)_test",
+        (("small", "small, test"), ("large", "large, test")),
+        kinds=("quality",),
+        hide_models=("*",),
+        threads=False,
+        cell="published",
+        note=QUALITY_NOTE,
+    ),
+    Table(
+        "Against published results",
+        ("quality",),
+        r"(?!cbow_wt2_)(?P<row>.+)_(?P<col>valid|test)",
+        (("valid", "validation"), ("test", "test")),
+        kinds=("quality",),
+        hide_models=("*",),
+        threads=False,
+        cell="published",
+        note=QUALITY_NOTE,
+    ),
+)
+
+
+def threads_of(rec):
+    """A record's thread setting: a count, or ``default``."""
+    t = rec.get("threads", rec.get("threads_setting"))
+    if t is None:
+        found = re.search(r"--threads (\d+)", rec.get("command") or "")
+        t = found[1] if found else None
+    return "default" if t in (None, 0, "0", "default") else str(t)
+
+
+def current(records):
+    """The newest record of each (file, name, model, threads, machine
+    class) key, as ``(stem, record)``, in first-seen key order."""
+    newest = {}
+    for stem, rec in records:
+        key = (
+            stem,
+            rec.get("name"),
+            rec.get("model"),
+            threads_of(rec),
+            device_class(rec),
+        )
+        old = newest.get(key)
+        if old is None or (rec.get("date") or "") >= (old[1].get("date") or ""):
+            newest[key] = (stem, rec)
+    return list(newest.values())
+
+
+def _num(v):
+    if v is None:
+        return ""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.3g}"
+    return str(v)
+
+
+def cell_text(table, recs):
+    """One cell from its records (one; one a thread setting when the
+    table joins them)."""
+    if table.join_threads:
+        by = {threads_of(r): r for r in recs}
+        return " / ".join(
+            f"{by[t]['ratio']:.2f}x" if t in by and by[t].get("ratio") else "-"
+            for t in THREADS
+        )
+    rec = sorted(recs, key=lambda r: r.get("date") or "")[-1]
+    value = _num(rec.get("value"))
+    if table.cell == "ratio" and rec.get("ratio") is not None:
+        return f"{value} ({rec['ratio']:.2f}x)"
+    if table.cell == "published":
+        return f"{value} ({_num(rec['reference'])})"
+    if table.cell == "unit" and rec.get("kind") == "reliability":
+        return f"{value} of {_num(rec.get('reference'))} {rec.get('unit')}"
+    if table.cell == "unit":
+        return f"{value} {rec.get('unit', '')}"
+    return value
+
+
+def _row_order(item):
+    (label, threads), _ = item
+    return label, threads == "default", threads.zfill(4)
+
+
+def table_lines(table, entries):
+    """The lines of one table over ``entries`` (``(stem, record)`` of one
+    machine class); ``[]`` when none matches."""
+    rows = {}
+    for stem, rec in entries:
+        found = table.matches(stem, rec)
+        if found is not None:
+            label, col = found
+            cells = rows.setdefault(table.key(label, rec), {})
+            cells.setdefault(col, []).append(rec)
+    if not rows:
+        return []
+    stems = [f for f in table.files if any(s == f for s, _ in entries)]
+    links = ", ".join(f"[{s}]({RESULTS_LINK}#{s})" for s in stems)
+    note = f"{table.note}; " if table.note else ""
+    head = table.head()
+    lines = [
+        f"**{table.title}** ({note}all records: {links})",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + " --- |" * len(head),
+    ]
+    for (label, threads), cells in sorted(rows.items(), key=_row_order):
+        out = [label] + ([threads] if threads else [])
+        out += [
+            cell_text(table, cells[i]) if i in cells else ""
+            for i in range(len(head) - len(out) - 1)
+        ]
+        dates = [r.get("date") or "" for rs in cells.values() for r in rs]
+        lines.append("| " + " | ".join(out + [max(dates)]) + " |")
+    return lines + [""]
+
+
+def headline_lines(records):
+    """The headline section: for each machine class with a matching
+    record, its tables. ``records``: ``(file stem, record)`` pairs."""
+    entries = current(records)
+    classes = {}
+    for stem, rec in entries:
+        classes.setdefault(device_class(rec), []).append((stem, rec))
+    lines = []
+    for cls in sorted(classes, key=lambda c: (not c.startswith("CPU"), c)):
+        tables = [table_lines(t, classes[cls]) for t in TABLES]
+        tables = [t for t in tables if t]
+        if tables:
+            lines.append(f"### {cls}")
+            if lines[-2:-1] == [""]:
+                lines.pop(-2)
+            for t in tables:
+                lines += t
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines

@@ -1,0 +1,202 @@
+"""bench/make_results.py: every record in RESULTS.md, and headline tables
+in docs/performance.md that stay small and never mix two machines."""
+
+import json
+
+from bench import make_results
+from bench.harness.machine import device_class
+from bench.headlines import current
+
+AMD = {"cpu": "AMD EPYC", "isa": "AVX-512", "cores": 2}
+INTEL = {"cpu": "Intel Xeon Platinum 8480+", "isa": "AVX-512", "cores": 8}
+H100 = {"device": "GPU NVIDIA H100 80GB HBM3; Keras on JAX"}
+
+
+def _cpu(facts):
+    return {
+        "device": f"CPU {facts['cpu']}, {facts['isa']}, {facts['cores']} cores",
+        **facts,
+    }
+
+
+def _speed(name, model, value, ref, machine, threads=1, date="2026-12-01"):
+    return {
+        "kind": "throughput",
+        "name": name,
+        "model": model,
+        "value": value,
+        "unit": "tok/s",
+        "reference": ref,
+        "reference_name": "torch CPU, same run",
+        "ratio": round(value / ref, 3),
+        "threads": threads,
+        "date": date,
+        "command": "python -m bench.throughput",
+        **machine,
+    }
+
+
+def _write(results, stem, records):
+    results.mkdir(exist_ok=True)
+    with open(results / f"{stem}.jsonl", "a") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+
+
+def _run(tmp_path, docs_text="# Performance\n\nHand-written.\n"):
+    docs = tmp_path / "performance.md"
+    docs.write_text(docs_text)
+    out = tmp_path / "RESULTS.md"
+    make_results.main(
+        [
+            "--results",
+            str(tmp_path / "results"),
+            "--out",
+            str(out),
+            "--docs",
+            str(docs),
+        ]
+    )
+    text = docs.read_text()
+    generated = text.split(make_results.MARKER)[1]
+    return text, generated, out.read_text()
+
+
+def _sections(generated):
+    """``{machine heading: its text}`` of the headline part."""
+    out, name = {}, None
+    for line in generated.splitlines():
+        if line.startswith("### "):
+            name = line[4:]
+            out[name] = ""
+        elif name:
+            out[name] += line + "\n"
+    return out
+
+
+def test_groups_by_machine_and_keeps_the_newest(tmp_path):
+    results = tmp_path / "results"
+    old = _speed("zaremba_small_train", "keras_rnnlm", 111.0, 100.0, _cpu(AMD))
+    old["date"] = "2026-11-01"
+    _write(
+        results,
+        "throughput",
+        [
+            old,
+            _speed(
+                "zaremba_small_train", "keras_rnnlm", 222.0, 100.0, _cpu(AMD)
+            ),
+            _speed(
+                "zaremba_small_eval", "keras_rnnlm", 333.0, 300.0, _cpu(AMD)
+            ),
+            _speed("zaremba_small_train", "torch", 100.0, 100.0, _cpu(AMD)),
+            _speed(
+                "zaremba_small_train",
+                "keras_rnnlm",
+                4444.0,
+                4000.0,
+                _cpu(INTEL),
+            ),
+            {
+                **_speed(
+                    "awd_lstm_ptb_paper_gpu_train",
+                    "keras",
+                    55555.0,
+                    50000.0,
+                    H100,
+                ),
+                "threads": None,
+            },
+        ],
+    )
+    _, generated, _ = _run(tmp_path)
+    sections = _sections(generated)
+    amd = "CPU AMD EPYC, AVX-512, 2 cores"
+    intel = "CPU Intel Xeon Platinum 8480+, AVX-512, 8 cores"
+    gpu = "GPU NVIDIA H100 80GB HBM3"
+    assert set(sections) == {amd, intel, gpu}
+    assert "222 (2.22x)" in sections[amd] and "111" not in sections[amd]
+    assert "4,444 (1.11x)" in sections[intel]
+    assert "4,444" not in sections[amd] and "222" not in sections[intel]
+    assert "55,555 (1.11x)" in sections[gpu]
+    assert "RESULTS.md#throughput" in sections[amd]
+
+
+def test_every_record_in_results_md_one_section_a_file(tmp_path):
+    results = tmp_path / "results"
+    _write(
+        results, "throughput", [_speed("a_train", "keras", 2.0, 1.0, _cpu(AMD))]
+    )
+    _write(
+        results,
+        "quality",
+        [
+            {
+                "kind": "quality",
+                "name": "zaremba_ptb_small_test",
+                "model": "zaremba_ptb",
+                "value": 115.7,
+                "unit": "ppl",
+                "reference": 114.5,
+                "reference_name": "Zaremba et al. 2014",
+                "ratio": 1.01,
+                "device": "CPU x86_64, 2 cores",
+                "date": "2026-11-22",
+                "command": "python recipes/zaremba_ptb.py",
+            }
+        ],
+    )
+    text, generated, results_md = _run(tmp_path)
+    assert "## throughput" in results_md and "## quality" in results_md
+    assert "| throughput | a_train | keras |" in results_md
+    assert "zaremba_ptb_small_test" in results_md
+    # A record without the CPU's model and ISA is a class of its own.
+    assert "### CPU x86_64, 2 cores (model and ISA not recorded)" in generated
+    assert "116 (114)" in generated
+    # The hand-written part stays; the marker appears once.
+    assert text.startswith("# Performance\n\nHand-written.\n")
+    assert text.count(make_results.MARKER) == 1
+
+
+def test_headlines_stay_within_the_limit(tmp_path):
+    results = tmp_path / "results"
+    machines = [_cpu(AMD), _cpu(INTEL), H100]
+    records = []
+    for machine in machines:
+        for size in ("small", "medium"):
+            for threads in (1, 2, 0):
+                for phase, model in (
+                    ("train", "keras_rnnlm"),
+                    ("eval", "torch"),
+                ):
+                    records.append(
+                        _speed(
+                            f"zaremba_{size}_{phase}",
+                            model,
+                            1000.0,
+                            900.0,
+                            machine,
+                            threads=threads,
+                        )
+                    )
+    _write(results, "throughput", records)
+    docs_text = (
+        "# Performance\n\nHand.\n\n"
+        + make_results.MARKER
+        + "\n"
+        + "old\n" * 3000
+    )
+    _, generated, _ = _run(tmp_path, docs_text)
+    assert "old" not in generated
+    lines = generated.strip("\n").splitlines()
+    assert 10 < len(lines) <= make_results.MAX_DOCS_LINES
+
+
+def test_current_key_includes_machine_and_threads():
+    a = _speed("x_train", "keras", 1.0, 1.0, _cpu(AMD), threads=1)
+    b = _speed("x_train", "keras", 2.0, 1.0, _cpu(AMD), threads=2)
+    c = _speed("x_train", "keras", 3.0, 1.0, _cpu(INTEL), threads=1)
+    newer = dict(a, value=4.0, date="2026-12-02")
+    kept = current([("t", r) for r in (a, b, c, newer)])
+    assert sorted(r["value"] for _, r in kept) == [2.0, 3.0, 4.0]
+    assert device_class(a) != device_class(c)
