@@ -38,6 +38,7 @@ class Table:
     ``THREADS`` (the name's ``col`` then joins the row's label).
     ``cell``: ``ratio`` (value and the record's ratio), ``published``
     (value and its published reference) or ``unit`` (value and unit).
+    ``fields``: the columns are these fields of one record.
     """
 
     title: str
@@ -52,6 +53,7 @@ class Table:
     threads_cols: bool = False
     cell: str = "ratio"
     note: str = ""
+    fields: tuple = ()
 
     def matches(self, stem, rec):
         """``(row label, column index)`` of a record, or None."""
@@ -71,6 +73,8 @@ class Table:
         found = re.fullmatch(self.pattern, rec.get("name", ""))
         if not found:
             return None
+        if self.fields:
+            return self._label(found, rec), 0
         for i, (col, header) in enumerate(self.cols):
             if re.fullmatch(col, found["col"] or ""):
                 if self.threads_cols:
@@ -114,6 +118,16 @@ QUALITY_NOTE = (
     "brackets, the paper's"
 )
 TABLES = (
+    Table(
+        "The README's quickstart, run as written (train, score, export)",
+        ("quickstart",),
+        r"(?P<row>readme_quickstart)(?P<col>)",
+        (("", "valid ppl"), ("", "test ppl"), ("", "as the README says")),
+        kinds=("quickstart",),
+        hide_models=("*",),
+        threads=False,
+        fields=("valid_ppl", "test_ppl", "within_tolerance"),
+    ),
     Table(
         "The trainer's path: training speed (Keras alone) and start-up",
         ("train_speed", "training_start", "startup"),
@@ -242,9 +256,11 @@ def _num(v):
     return str(v)
 
 
-def cell_text(table, recs):
-    """One cell from its records (one; one a thread setting when the
-    table joins them)."""
+def cell_text(table, recs, i=0):
+    """Cell ``i`` of a row from its records (one; one a thread setting
+    when the table joins them)."""
+    if table.fields:
+        return _num(recs[-1].get(table.fields[i]))
     if table.join_threads:
         by = {threads_of(r): r for r in recs}
         return " / ".join(
@@ -293,8 +309,10 @@ def table_lines(table, entries):
     ]
     for (label, threads), cells in sorted(rows.items(), key=_row_order):
         out = [label] + ([threads] if threads else [])
+        if table.fields:
+            cells = {i: cells[0] for i in range(len(table.fields))}
         out += [
-            cell_text(table, cells[i]) if i in cells else ""
+            cell_text(table, cells[i], i) if i in cells else ""
             for i in range(len(head) - len(out) - 1)
         ]
         dates = [r.get("date") or "" for rs in cells.values() for r in rs]

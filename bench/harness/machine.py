@@ -98,12 +98,19 @@ def git_commit():
 
 def device_class(rec):
     """The machine class a record's figures belong to: ``CPU <model>,
-    <ISA>, <n> cores``, ``GPU <name>``, or its ``device`` as recorded.
+    <ISA>, <n> cores`` (from the record's ``cpu``, ``isa`` and ``cores``,
+    or from its ``cpu`` as keras_rnnlm's run environment writes it),
+    ``GPU <name>``, or its ``device`` as recorded.
     Records written before the CPU's model and ISA were recorded (device
     ``CPU x86_64, 2 cores``) form a class of their own."""
     dev = rec.get("device") or "unknown device"
     if dev.startswith("GPU "):
         return dev.split(";")[0].strip()
+    cpu = rec.get("cpu")
+    if isinstance(cpu, dict) and cpu.get("model"):
+        # keras_rnnlm's run environment: {"model", "isa": [flags], "cores"}
+        isa = isa_of(set(cpu.get("isa") or ()))
+        return f"CPU {cpu['model']}, {isa}, {cpu.get('cores', '?')} cores"
     if rec.get("cpu") and rec.get("isa"):
         found = re.search(r"(\d+) cores", dev)
         cores = rec.get("cores") or (found and found[1]) or "?"

@@ -192,6 +192,25 @@ def test_headlines_stay_within_the_limit(tmp_path):
     assert 10 < len(lines) <= make_results.MAX_DOCS_LINES
 
 
+def test_records_of_the_run_environment_kind(tmp_path):
+    """The quickstart's record: figures in fields, the CPU as keras_rnnlm's
+    run environment writes it."""
+    rec = {
+        "kind": "quickstart",
+        "name": "readme_quickstart",
+        "date": "2026-12-01",
+        "valid_ppl": 300.5,
+        "test_ppl": 290.1,
+        "within_tolerance": True,
+        "cpu": {"model": "AMD EPYC", "isa": ["avx2", "avx512f"], "cores": 2},
+    }
+    _write(tmp_path / "results", "quickstart", [rec])
+    _, generated, results_md = _run(tmp_path)
+    section = _sections(generated)["CPU AMD EPYC, AVX-512, 2 cores"]
+    assert "| readme quickstart | 300 | 290 | True | 2026-12-01 |" in section
+    assert "readme_quickstart" in results_md
+
+
 def test_current_key_includes_machine_and_threads():
     a = _speed("x_train", "keras", 1.0, 1.0, _cpu(AMD), threads=1)
     b = _speed("x_train", "keras", 2.0, 1.0, _cpu(AMD), threads=2)
