@@ -39,3 +39,54 @@ def server(served_base):
     srv.start()
     yield srv
     srv.stop()
+
+
+@pytest.fixture(scope="session")
+def labelled_server(served_base, tmp_path_factory):
+    """``keras-rnnlm serve --model-config-file``, a child process: versions
+    1 and 2 of the tiny model (policy ``specific``), labels ``stable`` ->
+    1 and ``canary`` -> 2, small limits (64 rows, 200 tokens, 64 KiB,
+    a 2 s read timeout, 40 connections)."""
+    import os
+    import shutil
+
+    from serving_client import ServerProcess
+
+    root = tmp_path_factory.mktemp("labelled")
+    base = root / "tiny_lm"
+    for v in ("1", "2"):
+        shutil.copytree(os.path.join(served_base[1], "1"), base / v)
+    config = root / "models.config"
+    config.write_text(
+        "model_config_list {\n"
+        "  config {\n"
+        '    name: "tiny_lm"\n'
+        '    base_path: "tiny_lm"\n'
+        '    model_platform: "tensorflow"\n'
+        "    model_version_policy { specific { versions: 1 versions: 2 } }\n"
+        '    version_labels { key: "stable" value: 1 }\n'
+        '    version_labels { key: "canary" value: 2 }\n'
+        "  }\n"
+        "}\n"
+    )
+    srv = ServerProcess(
+        [
+            "--model-config-file",
+            str(config),
+            "--no-warmup",
+            "--max-rows",
+            "64",
+            "--max-sentence-tokens",
+            "200",
+            "--max-body-bytes",
+            str(64 * 1024),
+            "--read-timeout",
+            "2",
+            "--max-connections",
+            "40",
+            "--poll-seconds",
+            "0",
+        ]
+    )
+    yield srv
+    srv.stop()

@@ -53,3 +53,105 @@ def grpc_predict(srv, signature, inputs, version=None, timeout=60):
             request.inputs[name].CopyFrom(tf.make_tensor_proto(value))
         response = stub.Predict(request, timeout=timeout)
     return {k: tf.make_ndarray(v) for k, v in response.outputs.items()}
+
+
+ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "GRPC_VERBOSITY": "ERROR"}
+
+
+class ServerProcess:
+    """``keras-rnnlm serve`` in a child process on free loopback ports;
+    its stderr (events and access lines) is kept in ``lines``."""
+
+    def __init__(self, args, timeout=180):
+        import re
+        import subprocess
+        import sys
+        import threading
+        import time
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "keras_rnnlm.cli", "serve", *args]
+            + ["--rest-port", "0", "--grpc-port", "0"],
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ENV,
+        )
+        self.lines = []
+        self.rest_port = self.grpc_port = None
+        ready = threading.Event()
+
+        def read():
+            for line in self.proc.stderr:
+                self.lines.append(line)
+                m = re.search(
+                    r"REST on [\d.]+:(\d+), gRPC on [\d.]+:(\d+)", line
+                )
+                if m:
+                    self.rest_port, self.grpc_port = int(m[1]), int(m[2])
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while not ready.wait(0.5):
+            if time.monotonic() > deadline:
+                break
+        if self.rest_port is None:
+            self.stop()
+            raise RuntimeError("server did not start:\n" + self.log()[-3000:])
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def log(self):
+        return "".join(self.lines)
+
+    def stop(self):
+        import subprocess
+
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def grpc_channel(srv):
+    import grpc
+
+    return grpc.insecure_channel(f"127.0.0.1:{srv.grpc_port}")
+
+
+def raw_http(port, data, timeout=30):
+    """Sends raw bytes; returns (status, parsed JSON body) of the answer."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        chunks = []
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+            length = [
+                int(h.split(b":")[1])
+                for h in head.split(b"\r\n")
+                if h.lower().startswith(b"content-length:")
+            ]
+            if length and len(body) >= length[0]:
+                break
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+def post_raw(port, path, body, timeout=30):
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        f"\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return raw_http(port, head.encode() + body, timeout)

@@ -103,7 +103,6 @@ def test_grpc_bad_requests(server):
         ("score_text", {"sentences": np.array([[b"a"]], dtype=object)}),
         ("score_text", {"sentences": np.array([], dtype=object)}),
         ("score_text", {"sentences": np.array([1, 2], np.int32)}),
-        ("nope", {"sentences": np.array([b"a"], dtype=object)}),
         ("score_text", {"prefixes": np.array([b"a"], dtype=object)}),
         (
             "score_ids",
@@ -121,6 +120,11 @@ def test_grpc_bad_requests(server):
             inputs,
             e.value.details(),
         )
+    # An unknown signature: FAILED_PRECONDITION, as TF Serving answers.
+    with pytest.raises(grpc.RpcError) as e:
+        grpc_predict(server, "nope", {"sentences": np.array([b"a"], object)})
+    assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert e.value.details() == 'Serving signature key "nope" not found.'
     out = grpc_predict(
         server, "score_text", {"sentences": np.array([b"the cat"], object)}
     )

@@ -1,17 +1,22 @@
 """``keras-rnnlm serve``: TF Serving's REST and gRPC APIs for an export.
 
-    keras-rnnlm serve MODEL_BASE_DIR --model-name NAME
+    keras-rnnlm serve (MODEL_BASE_DIR --model-name NAME
+                       | --model-config-file FILE)
         [--rest-port 8501] [--grpc-port 8500] [--host 127.0.0.1]
         [--no-batching] [--max-batch-size 32] [--batch-timeout-micros 2000]
         [--max-enqueued 256] [--num-threads 4]
         [--max-body-bytes N] [--max-rows N] [--max-sentence-tokens N]
-        [--request-timeout S] [--poll-seconds S] [--no-warmup]
-        [--warmup-seconds S]
+        [--request-timeout S] [--read-timeout S] [--max-connections N]
+        [--poll-seconds S] [--no-warmup] [--warmup-seconds S]
         [--access-log FILE]
 
 MODEL_BASE_DIR holds numeric version subdirectories (``keras-rnnlm export
 RUN models/NAME/1``); the highest is served and a new one is picked up
-while running. Each version is warmed up before it is served: its
+while running (removing it rolls back to the one below).
+``--model-config-file`` takes TF Serving's model config (text
+``ModelServerConfig``, one model): its name, base path, version policy
+(``latest``, ``all``, ``specific``) and version labels. Each version is
+warmed up before it is served: its
 ``assets.extra/tf_serving_warmup_requests`` (TF Serving's format) is
 replayed, then every time bucket up to ``--max-sentence-tokens`` is called
 once (within ``--warmup-seconds``). SIGTERM (or Ctrl-C) lets in-flight
@@ -59,6 +64,25 @@ def _serve(args):
     from keras_rnnlm.serving.server import Server  # gRPC: only to serve
     from keras_rnnlm.serving.server import serve_forever
 
+    policy = labels = None
+    config_file = getattr(args, "model_config_file", None)
+    if config_file:
+        from keras_rnnlm.serving.model_config import read_model_config
+
+        if args.base_dir or args.model_name:
+            raise UsageError(
+                "give MODEL_BASE_DIR and --model-name, or --model-config-file"
+            )
+        try:
+            config = read_model_config(config_file)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        args.model_name, args.base_dir = config.name, config.base_path
+        policy, labels = config.policy, config.labels
+    elif not (args.base_dir and args.model_name):
+        raise UsageError(
+            "give MODEL_BASE_DIR and --model-name, or --model-config-file"
+        )
     if not os.path.isdir(args.base_dir):
         raise FileNotFoundError(f"No model base directory at {args.base_dir!r}")
     if args.warmup_seconds < 0:
@@ -67,9 +91,14 @@ def _serve(args):
         if getattr(args, flag) < 1:
             raise UsageError(f"--{flag.replace('_', '-')} must be >= 1")
     _logging(args.access_log)
+    if args.read_timeout <= 0 or args.max_connections < 1:
+        raise UsageError("--read-timeout must be > 0, --max-connections >= 1")
     limits = Limits(
         request_timeout_s=args.request_timeout,
-        **options_of(args, "max_body_bytes max_rows max_sentence_tokens"),
+        read_timeout_s=args.read_timeout,
+        **options_of(
+            args, "max_body_bytes max_rows max_sentence_tokens max_connections"
+        ),
     )
     server = Server(
         args.model_name,
@@ -78,6 +107,8 @@ def _serve(args):
         batch_timeout_s=args.batch_timeout_micros / 1e6,
         limits=limits,
         warm_up=not args.no_warmup,
+        policy=policy,
+        labels=labels,
         **options_of(
             args,
             "host rest_port grpc_port max_batch_size max_enqueued "
@@ -96,8 +127,17 @@ def add_serve_command(sub):
         "serve",
         help="serve an exported model with TF Serving's REST and gRPC APIs",
     )
-    s.add_argument("base_dir", help="MODEL_BASE_DIR with numeric versions")
-    s.add_argument("--model-name", required=True)
+    s.add_argument(
+        "base_dir",
+        nargs="?",
+        help="MODEL_BASE_DIR with numeric versions (or --model-config-file)",
+    )
+    s.add_argument("--model-name")
+    s.add_argument(
+        "--model-config-file",
+        help="TF Serving's ModelServerConfig (text format, one model): "
+        "name, base_path, model_version_policy, version_labels",
+    )
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--rest-port", type=int, default=8501)
     s.add_argument("--grpc-port", type=int, default=8500)
@@ -116,6 +156,18 @@ def add_serve_command(sub):
         "--max-sentence-tokens", type=int, default=d.max_sentence_tokens
     )
     s.add_argument("--request-timeout", type=float, default=d.request_timeout_s)
+    s.add_argument(
+        "--read-timeout",
+        type=float,
+        default=d.read_timeout_s,
+        help="seconds for a REST request's headers and body to arrive",
+    )
+    s.add_argument(
+        "--max-connections",
+        type=int,
+        default=d.max_connections,
+        help="open REST connections at most",
+    )
     s.add_argument(
         "--poll-seconds",
         type=float,

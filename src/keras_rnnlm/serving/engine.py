@@ -9,11 +9,18 @@ harmless (see :func:`_padding_key`). Each request gets back exactly its
 rows, and outputs padded
 in time (``token_logprobs``, ``tokens``...) are cut to the width the
 request alone would have got, so a merged call answers as the request's
-own call would. A merged call that fails (one request's bad ids, the
-export's token budget) is retried request by request, so one bad request
-does not fail the others.
+own call would. A merged call that fails (one request's bad ids) is
+retried request by request, so one bad request does not fail the others.
+
+The export refuses a call over its token budget (``rows x padded length
+<= max_tokens``, and at most ``max_batch_size`` rows; ``"limits"`` in
+``assets/keras_rnnlm.json``). :meth:`Engine.run` splits a request that is
+over it into calls that fit (:class:`Budget`) and joins their answers; a
+merged batch stays within it too. Only a single row over the budget is
+refused, before the graph, with a message that names the limit.
 """
 
+import asyncio
 import collections
 import concurrent.futures
 import threading
@@ -22,6 +29,8 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from keras_rnnlm.scoring.scorer import TIME_BUCKETS
+from keras_rnnlm.scoring.scorer import bucket_length
 from keras_rnnlm.serving.errors import ServingError
 from keras_rnnlm.serving.errors import from_tf_error
 
@@ -44,29 +53,83 @@ def call_signature(signature, inputs):
     return {k: v.numpy() for k, v in out.items()}
 
 
+class Budget:
+    """An export's limits on one call: at most ``max_rows`` rows and
+    ``rows x padded length <= max_tokens``, the padded length being the
+    time bucket of the longest row (``bucketed``) or its steps (``step``).
+
+    Args:
+        max_rows, max_tokens: the export's ``max_batch_size`` and
+            ``max_tokens``.
+        buckets: the export's ``time_buckets``.
+        bucketed: whether the signature pads its rows to a time bucket.
+    """
+
+    def __init__(
+        self, max_rows, max_tokens, buckets=TIME_BUCKETS, bucketed=True
+    ):
+        self.max_rows = int(max_rows)
+        self.max_tokens = int(max_tokens)
+        self.buckets = tuple(tuple(b) for b in buckets)
+        self.bucketed = bool(bucketed)
+
+    def padded(self, steps):
+        """The padded length of a call whose longest row has ``steps``."""
+        steps = max(int(steps), 1)
+        return bucket_length(steps, self.buckets) if self.bucketed else steps
+
+    def fits(self, rows, steps):
+        return rows <= self.max_rows and (
+            rows * self.padded(steps) <= self.max_tokens
+        )
+
+    def chunks(self, steps):
+        """``[(start, stop)]``: consecutive rows split into calls within
+        the budget (greedy, in order). ``steps``: each row's steps."""
+        out, start, longest = [], 0, 0
+        for i, n in enumerate(steps.tolist()):
+            if not self.fits(1, n):
+                raise ServingError(
+                    "INVALID_ARGUMENT",
+                    f"row {i} takes {n} steps, padded to {self.padded(n)} > "
+                    f"the export's token budget of {self.max_tokens} "
+                    "(max_tokens in its assets/keras_rnnlm.json); send "
+                    "shorter sentences",
+                )
+            if i > start and not self.fits(i - start + 1, max(longest, n)):
+                out.append((start, i))
+                start, longest = i, 0
+            longest = max(longest, n)
+        out.append((start, len(steps)))
+        return out
+
+
 def _rows(inputs):
     return int(next(iter(inputs.values())).shape[0])
 
 
+def _concat(parts):
+    """Concatenates arrays along the batch dimension, padding later
+    dimensions with zeros / empty strings / False (what a call pads its
+    own rows with)."""
+    ndim = parts[0].ndim
+    if ndim > 1:
+        width = [max(p.shape[d] for p in parts) for d in range(1, ndim)]
+        fill = b"" if parts[0].dtype == object else 0
+        padded = []
+        for p in parts:
+            pad = [(0, 0)] + [(0, w - s) for w, s in zip(width, p.shape[1:])]
+            padded.append(np.pad(p, pad, constant_values=fill))
+        parts = padded
+    return np.concatenate(parts, axis=0)
+
+
 def _merge(tasks):
-    """Concatenates the tasks' inputs along the batch dimension, padding
-    later dimensions with zeros / empty strings."""
-    merged = {}
-    for name in tasks[0].inputs:
-        parts = [t.inputs[name] for t in tasks]
-        ndim = parts[0].ndim
-        if ndim > 1:
-            width = [max(p.shape[d] for p in parts) for d in range(1, ndim)]
-            fill = b"" if parts[0].dtype == object else 0
-            padded = []
-            for p in parts:
-                pad = [(0, 0)] + [
-                    (0, w - s) for w, s in zip(width, p.shape[1:])
-                ]
-                padded.append(np.pad(p, pad, constant_values=fill))
-            parts = padded
-        merged[name] = np.concatenate(parts, axis=0)
-    return merged
+    """Concatenates the tasks' inputs along the batch dimension."""
+    return {
+        name: _concat([t.inputs[name] for t in tasks])
+        for name in tasks[0].inputs
+    }
 
 
 def _split(outputs, tasks):
@@ -86,13 +149,14 @@ def _split(outputs, tasks):
 
 
 class _Task:
-    __slots__ = ("signature", "inputs", "future", "key")
+    __slots__ = ("signature", "inputs", "future", "key", "steps")
 
-    def __init__(self, signature, inputs):
+    def __init__(self, signature, inputs, steps):
         self.signature = signature
         self.inputs = inputs
         self.future = concurrent.futures.Future()
         self.key = (id(signature), _padding_key(signature, inputs))
+        self.steps = steps  # the longest row's steps (0: no time)
 
 
 def _padding_key(signature, inputs):
@@ -147,7 +211,45 @@ class Engine:
                 self._workers.append(w)
         self.stats = collections.Counter()
 
-    def submit(self, signature, inputs):
+    async def run(self, signature, inputs, steps=None, timeout=None):
+        """Answers one request: its call (or, over the signature's
+        :class:`Budget`, calls that fit, joined), awaited for at most
+        ``timeout`` seconds (then DEADLINE_EXCEEDED). ``steps``: each
+        row's steps (:func:`~keras_rnnlm.serving.requests.row_steps`)."""
+        budget = getattr(signature, "budget", None)
+        spans = [None]
+        if budget is not None and steps is not None and len(steps):
+            spans = budget.chunks(steps)
+        if len(spans) > 1:
+            self.stats["split_requests"] += 1
+        futures = []
+        try:
+            for span in spans:
+                if span is None:
+                    part, longest = inputs, 0
+                    if steps is not None and len(steps):
+                        longest = int(steps.max())
+                else:
+                    a, b = span
+                    part = {k: v[a:b] for k, v in inputs.items()}
+                    longest = int(steps[a:b].max())
+                futures.append(
+                    asyncio.wrap_future(self.submit(signature, part, longest))
+                )
+            outs = await asyncio.wait_for(asyncio.gather(*futures), timeout)
+        except asyncio.TimeoutError:
+            raise ServingError(
+                "DEADLINE_EXCEEDED",
+                f"request not answered in {timeout} s (--request-timeout)",
+            ) from None
+        finally:
+            for f in futures:
+                f.cancel()
+        if len(outs) == 1:
+            return outs[0]
+        return {k: _concat([o[k] for o in outs]) for k in outs[0]}
+
+    def submit(self, signature, inputs, steps=0):
         """Schedules a call; returns a ``concurrent.futures.Future`` of the
         outputs (NumPy arrays) or of a :class:`ServingError`."""
         if self._closed:
@@ -155,7 +257,7 @@ class Engine:
         if not (self.batching and signature.batched):
             self.stats["direct_calls"] += 1
             return self._pool.submit(call_signature, signature, inputs)
-        task = _Task(signature, inputs)
+        task = _Task(signature, inputs, steps)
         with self._cond:
             if len(self._queue) >= self.max_enqueued:
                 raise ServingError(
@@ -177,21 +279,26 @@ class Engine:
                 return None
             first = self._queue.popleft()
             batch, rows = [first], _rows(first.inputs)
+            steps = first.steps
+            budget = getattr(first.signature, "budget", None)
+
+            def fits(t):
+                n = rows + _rows(t.inputs)
+                if n > self.max_batch_size:
+                    return False
+                return budget is None or budget.fits(n, max(steps, t.steps))
+
             deadline = time.monotonic() + self.batch_timeout_s
             while rows < self.max_batch_size:
                 match = next(
-                    (
-                        t
-                        for t in self._queue
-                        if t.key == first.key
-                        and rows + _rows(t.inputs) <= self.max_batch_size
-                    ),
+                    (t for t in self._queue if t.key == first.key and fits(t)),
                     None,
                 )
                 if match is not None:
                     self._queue.remove(match)
                     batch.append(match)
                     rows += _rows(match.inputs)
+                    steps = max(steps, match.steps)
                     continue
                 left = deadline - time.monotonic()
                 if left <= 0 or self._closed:

@@ -6,33 +6,44 @@ them); REST answers it with :data:`HTTP_STATUS` and ``{"error": message}``,
 gRPC aborts the call with the same code.
 """
 
+#: TF Serving's status -> HTTP code (``ToHTTPStatusCode`` in
+#: ``tensorflow_serving/model_servers/http_server.cc``).
 HTTP_STATUS = {
+    "CANCELLED": 499,
+    "UNKNOWN": 500,
     "INVALID_ARGUMENT": 400,
-    "FAILED_PRECONDITION": 400,
-    "OUT_OF_RANGE": 400,
+    "DEADLINE_EXCEEDED": 504,
     "NOT_FOUND": 404,
-    "RESOURCE_EXHAUSTED": 413,
-    "UNAVAILABLE": 503,
-    "DEADLINE_EXCEEDED": 503,
+    "ALREADY_EXISTS": 409,
+    "PERMISSION_DENIED": 403,
+    "RESOURCE_EXHAUSTED": 429,
+    "FAILED_PRECONDITION": 400,
+    "ABORTED": 409,
+    "OUT_OF_RANGE": 400,
     "UNIMPLEMENTED": 501,
     "INTERNAL": 500,
-    "UNKNOWN": 500,
+    "UNAVAILABLE": 503,
+    "DATA_LOSS": 500,
+    "UNAUTHENTICATED": 401,
 }
 
 
 class ServingError(Exception):
     """A request the server refuses or cannot answer."""
 
-    def __init__(self, code, message):
+    def __init__(self, code, message, http_status=None):
         super().__init__(message)
         if code not in HTTP_STATUS:
             raise ValueError(f"unknown status code {code!r}")
         self.code = code
         self.message = message
+        # Only a REST body over --max-body-bytes overrides the mapping
+        # (413 Content Too Large for RESOURCE_EXHAUSTED).
+        self._http_status = http_status
 
     @property
     def http_status(self):
-        return HTTP_STATUS[self.code]
+        return self._http_status or HTTP_STATUS[self.code]
 
 
 def from_tf_error(error):

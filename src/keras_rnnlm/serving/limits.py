@@ -24,10 +24,18 @@ class Limits:
             characters, as the model tokenises; ``score_ids``: lengths and
             width; ``step``: time steps).
         request_timeout_s: a request not answered in this time gets
-            DEADLINE_EXCEEDED (503).
+            DEADLINE_EXCEEDED (REST 504).
+        read_timeout_s: REST: a request's headers and body must arrive
+            within this time of the connection opening (or of the
+            previous answer on a kept-alive connection); else 408 and
+            the connection is closed.
+        max_connections: open REST connections; one more is answered
+            503 and closed.
     """
 
     max_body_bytes: int = 4 * 1024 * 1024
     max_rows: int = 1024
     max_sentence_tokens: int = 1024
     request_timeout_s: float = 30.0
+    read_timeout_s: float = 30.0
+    max_connections: int = 1024

@@ -10,7 +10,10 @@ gRPC takes and returns ``TensorProto`` maps.
 
 Every input is checked against the SignatureDef (names, dtype, rank) and
 against the server's limits (rows per request, tokens per sentence), so
-that a bad request gets a 4xx without reaching the model.
+that a bad request gets a 4xx without reaching the model. A gRPC tensor's
+declared shape is checked before any value is expanded. Outputs go back
+to gRPC clients in the typed fields of ``TensorProto`` (``float_val``,
+``int_val``, ``string_val``...), as TF Serving writes them by default.
 """
 
 import base64
@@ -36,7 +39,13 @@ def _decode_strings(value):
         except ValueError as e:
             raise _bad(f"invalid base64 string: {e}") from None
     if isinstance(value, str):
-        return value.encode("utf-8")
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate escape (\ud800) is not text.
+            raise _bad(
+                "JSON Parse error: The surrogate pair in string is invalid."
+            ) from None
     if isinstance(value, bytes):
         return value
     raise _bad(f"expected a string, got {type(value).__name__} {value!r:.40}")
@@ -128,20 +137,40 @@ def check_inputs(signature, arrays, limits, servable):
             f"too many rows: {rows} > {limits.max_rows} per request "
             "(--max-rows)"
         )
-    longest = 0
-    for name, array in arrays.items():
-        dtype, _ = signature.inputs[name]
-        if dtype == tf.string:
-            for s in array.reshape(-1):
-                longest = max(longest, _count_tokens(s, servable))
-        elif name == "token_ids" and array.ndim == 2:
-            longest = max(longest, array.shape[1])
+    steps = row_steps(signature, arrays, servable)
+    longest = 0 if steps is None or not len(steps) else int(steps.max()) - 1
+    ids = arrays.get("token_ids")
+    if ids is not None and ids.ndim == 2:
+        longest = max(longest, ids.shape[1])
     if longest > limits.max_sentence_tokens:
         raise _bad(
             f"a sentence has {longest} tokens > {limits.max_sentence_tokens}"
             " (--max-sentence-tokens)"
         )
     return arrays
+
+
+def row_steps(signature, arrays, servable):
+    """The time steps each row of a call takes before padding, as the
+    export counts them for its token budget (``rows x padded length <=
+    max_tokens``): a sentence's or prefix's tokens + 1 (``<eos>`` / the
+    start token), ``score_ids``' ``lengths`` + 1, ``step``'s ``T``; None
+    for a call without a time dimension (``initial_state``)."""
+    for name in ("sentences", "prefixes"):
+        array = arrays.get(name)
+        if array is not None and array.ndim == 1:
+            return np.fromiter(
+                (_count_tokens(s, servable) + 1 for s in array),
+                np.int64,
+                len(array),
+            )
+    lengths = arrays.get("lengths")
+    if lengths is not None and lengths.ndim == 1:
+        return lengths.astype(np.int64) + 1
+    ids = arrays.get("token_ids")
+    if ids is not None and ids.ndim == 2:
+        return np.full(ids.shape[0], ids.shape[1], np.int64)
+    return None
 
 
 def _count_tokens(sentence, servable):
@@ -212,10 +241,128 @@ def parse_predict(body, signature_of, limits):
     return signature, arrays, has_rows
 
 
-def from_tensor_protos(signature, protos):
+# TensorProto's typed value field of each dtype (DataType enum values
+# of tensorflow/core/framework/types.proto).
+_FIELDS = {
+    1: ("float_val", np.float32),  # DT_FLOAT
+    2: ("double_val", np.float64),  # DT_DOUBLE
+    3: ("int_val", np.int32),  # DT_INT32
+    4: ("int_val", np.uint8),  # DT_UINT8
+    5: ("int_val", np.int16),  # DT_INT16
+    6: ("int_val", np.int8),  # DT_INT8
+    7: ("string_val", object),  # DT_STRING
+    9: ("int64_val", np.int64),  # DT_INT64
+    10: ("bool_val", np.bool_),  # DT_BOOL
+    17: ("int_val", np.uint16),  # DT_UINT16
+    22: ("uint32_val", np.uint32),  # DT_UINT32
+    23: ("uint64_val", np.uint64),  # DT_UINT64
+}
+
+
+def dtype_name(enum):
+    """``DT_FLOAT`` for 1; ``DataType 999`` for a value outside the enum."""
+    from tensorflow.core.framework import types_pb2
+
+    try:
+        return types_pb2.DataType.Name(int(enum))
+    except ValueError:
+        return f"DataType {enum}"
+
+
+def _declared_shape(signature, name, proto, limits):
+    """The dims a TensorProto declares, checked against the signature and
+    ``limits`` before anything is expanded: a batch of at most
+    ``max_rows``, a time dimension of at most ``max_sentence_tokens``,
+    the signature's fixed dimensions exactly."""
+    if proto.tensor_shape.unknown_rank:
+        raise _bad(f"input {name}: tensor_shape has an unknown rank")
+    dims = [d.size for d in proto.tensor_shape.dim]
+    if any(d < 0 for d in dims):
+        raise _bad(f"input {name}: tensor_shape has a negative dimension")
+    _, want = signature.inputs[name]
+    if want is not None:
+        if len(dims) != len(want):
+            raise _bad(
+                f"input {name} must have rank {len(want)} (shape "
+                f"{[d if d >= 0 else None for d in want]}); got shape {dims}"
+            )
+        for i, (got, w) in enumerate(zip(dims, want)):
+            if w >= 0 and got != w:
+                raise _bad(f"input {name} must have shape {want}; got {dims}")
+            if w < 0 and i == 0 and got > limits.max_rows:
+                raise _bad(
+                    f"too many rows: {got} > {limits.max_rows} per request "
+                    "(--max-rows)"
+                )
+            if w < 0 and i > 0 and got > limits.max_sentence_tokens:
+                raise _bad(
+                    f"input {name} has {got} steps > "
+                    f"{limits.max_sentence_tokens} (--max-sentence-tokens)"
+                )
+    elif len(dims) > 8:
+        raise _bad(f"input {name}: rank {len(dims)} > 8")
+    return dims
+
+
+def _proto_values(name, proto, dims):
+    """The NumPy array of a TensorProto whose shape has been checked: its
+    ``tensor_content``, or its typed field; fewer typed values than
+    elements repeat the last one (TensorFlow's ``Tensor::FromProto``),
+    none at all for a non-empty shape is refused."""
+    field, np_dtype = _FIELDS[proto.dtype]
+    n = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    if proto.tensor_content:
+        if np_dtype is object:
+            raise _bad(
+                f"input {name}: DT_STRING values go in string_val, not "
+                "tensor_content"
+            )
+        size = np.dtype(np_dtype).itemsize
+        if len(proto.tensor_content) != n * size:
+            raise _bad(
+                f"input {name}: tensor_content has "
+                f"{len(proto.tensor_content)} bytes; shape {dims} of "
+                f"{dtype_name(proto.dtype)} needs {n * size}"
+            )
+        flat = np.frombuffer(proto.tensor_content, np_dtype).copy()
+        return flat.reshape(dims)
+    values = getattr(proto, field)
+    k = len(values)
+    if n == 0:
+        return np.zeros(dims, np_dtype if np_dtype is not object else object)
+    if k == 0:
+        raise _bad(
+            f"input {name}: shape {dims} has {n} elements but the tensor "
+            f"has no values ({field} is empty)"
+        )
+    if k > n:
+        raise _bad(
+            f"input {name}: {k} values in {field} for shape {dims} "
+            f"({n} elements)"
+        )
+    if np_dtype is object:
+        flat = np.empty(n, dtype=object)
+        flat[:k] = list(values)
+    else:
+        try:
+            flat = np.empty(n, dtype=np_dtype)
+            flat[:k] = np.asarray(values, dtype=np_dtype)
+        except (OverflowError, ValueError) as e:
+            raise _bad(f"input {name}: {e}") from None
+    if k < n:
+        flat[k:] = flat[k - 1]
+    return flat.reshape(dims)
+
+
+def from_tensor_protos(signature, protos, limits=None):
     """The ``inputs`` map of a gRPC ``PredictRequest`` (``{name:
-    TensorProto}``) -> NumPy arrays, each name and dtype checked against
-    ``signature``."""
+    TensorProto}``) -> NumPy arrays, each name, dtype and declared shape
+    checked against ``signature`` and ``limits`` (default
+    :class:`~keras_rnnlm.serving.limits.Limits`) before its values are
+    read."""
+    from keras_rnnlm.serving.limits import Limits
+
+    limits = limits or Limits()
     arrays = {}
     for name, proto in protos.items():
         if name not in signature.inputs:
@@ -226,14 +373,49 @@ def from_tensor_protos(signature, protos):
         want = signature.inputs[name][0]
         if proto.dtype != want.as_datatype_enum:
             raise _bad(
-                f"input {name} must be {want.name}; got "
-                f"{tf.dtypes.as_dtype(proto.dtype).name}"
+                f"input {name} must be {want.name} "
+                f"({dtype_name(want.as_datatype_enum)}); got "
+                f"{dtype_name(proto.dtype)}"
             )
-        try:
-            arrays[name] = tf.make_ndarray(proto)
-        except Exception as e:  # noqa: BLE001  (a malformed proto)
-            raise _bad(f"input {name}: {e}") from None
+        if proto.dtype not in _FIELDS:
+            raise _bad(f"input {name}: unsupported dtype {want.name}")
+        dims = _declared_shape(signature, name, proto, limits)
+        arrays[name] = _proto_values(name, proto, dims)
     return arrays
+
+
+def to_tensor_proto(array):
+    """A NumPy output -> a ``TensorProto`` with its values in the typed
+    field of its dtype (TF Serving's default serialisation, "as proto
+    fields"; ``tensor_content`` is left empty)."""
+    from tensorflow.core.framework import tensor_pb2
+    from tensorflow.core.framework import tensor_shape_pb2
+
+    array = np.asarray(array)
+    if array.dtype == object or array.dtype.kind in "SU":
+        enum = 7
+        values = [
+            v if isinstance(v, bytes) else str(v).encode("utf-8")
+            for v in array.reshape(-1)
+        ]
+    else:
+        enum = tf.dtypes.as_dtype(array.dtype).as_datatype_enum
+        if enum not in _FIELDS:
+            raise ServingError(
+                "INTERNAL", f"output dtype {array.dtype} has no proto field"
+            )
+        values = array.reshape(-1).tolist()
+    proto = tensor_pb2.TensorProto(
+        dtype=enum,
+        tensor_shape=tensor_shape_pb2.TensorShapeProto(
+            dim=[
+                tensor_shape_pb2.TensorShapeProto.Dim(size=d)
+                for d in array.shape
+            ]
+        ),
+    )
+    getattr(proto, _FIELDS[enum][0]).extend(values)
+    return proto
 
 
 def _is_b64(value):

@@ -1,38 +1,51 @@
 """TF Serving's REST API on starlette (served by uvicorn).
 
-    GET  /v1/models/NAME[/versions/N]            version status
-    GET  /v1/models/NAME[/versions/N]/metadata   signature defs
-    POST /v1/models/NAME[/versions/N]:predict    row or columnar format
+    GET  /v1/models/NAME[/versions/N | /labels/L]            status
+    GET  /v1/models/NAME[/versions/N | /labels/L]/metadata   signature defs
+    POST /v1/models/NAME[/versions/N | /labels/L]:predict    row or columnar
 
-Errors are ``{"error": "..."}`` with a 4xx (or 503 when overloaded or
-timed out), as TF Serving answers them.
+The paths are matched as TF Serving matches them
+(``model_servers/http_rest_api_util.cc``, case-insensitive); any other
+path under ``/v1/`` is INVALID_ARGUMENT "Malformed request" (400), one
+outside it 404. Every error is ``{"error": "..."}`` with TF Serving's HTTP
+code for its status (:data:`~keras_rnnlm.serving.errors.HTTP_STATUS`),
+413 for a body over ``--max-body-bytes``.
 """
 
-import asyncio
 import json
+import logging
 import re
+import time
 
 from google.protobuf import json_format
-from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
-from starlette.responses import JSONResponse
+from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from keras_rnnlm.serving.errors import ServingError
 from keras_rnnlm.serving.requests import check_inputs
 from keras_rnnlm.serving.requests import format_predict
 from keras_rnnlm.serving.requests import parse_predict
+from keras_rnnlm.serving.requests import row_steps
 
-_PATH = re.compile(
-    r"^/v1/models/(?P<name>[^/:]+)(?:/versions/(?P<version>\d+))?"
-    r"(?:(?P<metadata>/metadata)|:(?P<verb>predict|classify|regress))?$"
+_SPEC = r"(?:/versions/(?P<version>\d+)|/labels/(?P<label>[^/:]+))?"
+_PREDICT = re.compile(
+    r"/v1/models/(?P<name>[^/:]+)"
+    + _SPEC
+    + r":(?P<verb>classify|regress|predict)",
+    re.IGNORECASE,
 )
+_STATUS = re.compile(
+    r"/v1/models(?:/(?P<name>[^/:]+))?" + _SPEC + r"(?P<metadata>/metadata)?",
+    re.IGNORECASE,
+)
+_events = logging.getLogger("keras_rnnlm.serving")
 
 
 def _json(payload, status=200):
     # NaN / Infinity as TF Serving writes them (a score of an unknown
-    # token without <unk> is -Infinity).
+    # token without <unk> is -Infinity); non-ASCII escaped, so that any
+    # text (even a lone surrogate echoed in an error) can be sent.
     return Response(
         json.dumps(payload, allow_nan=True),
         status_code=status,
@@ -41,10 +54,10 @@ def _json(payload, status=200):
 
 
 def _error(error):
-    return JSONResponse({"error": error.message}, status_code=error.http_status)
+    return _json({"error": error.message}, error.http_status)
 
 
-def status_json(service, version):
+def status_json(service, version, label=None):
     return {
         "model_version_status": [
             {
@@ -52,14 +65,13 @@ def status_json(service, version):
                 "state": state,
                 "status": {"error_code": code, "error_message": message},
             }
-            for v, state, code, message in service.models.status(version)
+            for v, state, code, message in service.models.status(version, label)
         ]
     }
 
 
-def metadata_json(service, version):
-
-    servable = service.models.servable(version)
+def metadata_json(service, version, label=None):
+    servable = service.models.servable(version, label)
     return {
         "model_spec": {
             "name": service.models.name,
@@ -80,94 +92,135 @@ def metadata_json(service, version):
 
 
 def build_app(service):
-    """The starlette app of a :class:`~keras_rnnlm.serving.server.Service`."""
+    """The ASGI app of a :class:`~keras_rnnlm.serving.server.Service`:
+    every path and method reaches :func:`_dispatch` (no router, no
+    redirects, no plain-text answers)."""
 
     async def dispatch(request):
+        t0 = time.perf_counter()
+        code = "OK"
         try:
-            return await _dispatch(service, request)
+            response = await _dispatch(service, request)
         except ServingError as e:
-            return _error(e)
+            code, response = e.code, _error(e)
+        except RecursionError:
+            code = "INVALID_ARGUMENT"
+            response = _error(
+                ServingError(
+                    "INVALID_ARGUMENT",
+                    "JSON Parse error: the document is nested too deeply",
+                )
+            )
+        except Exception as e:  # noqa: BLE001  (a bug: JSON 500, logged)
+            _events.exception(
+                "REST %s %s failed", request.method, request.url.path
+            )
+            code = "INTERNAL"
+            response = _error(
+                ServingError("INTERNAL", f"{type(e).__name__}: {e}")
+            )
+        service.log_access(
+            "rest",
+            request.method,
+            request.url.path,
+            code,
+            time.perf_counter() - t0,
+            response.status_code,
+        )
+        return response
 
-    return Starlette(
-        routes=[
-            Route("/v1/models/{rest:path}", dispatch, methods=["GET", "POST"])
-        ]
-    )
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return  # no lifespan, no websockets
+        response = await dispatch(Request(scope, receive))
+        await response(scope, receive, send)
+
+    return app
+
+
+def _version(m):
+    return None if m["version"] is None else int(m["version"])
 
 
 async def _dispatch(service, request):
-    m = _PATH.match(request.url.path)
+    path, method = request.url.path, request.method
+    m = None
+    if method == "POST":
+        m = _PREDICT.fullmatch(path)
+    elif method == "GET":
+        m = _STATUS.fullmatch(path)
     if m is None:
+        if not path.lower().startswith("/v1/"):
+            raise ServingError("NOT_FOUND", f"Not found: {method} {path}")
         raise ServingError(
-            "NOT_FOUND", f"Malformed request: {request.url.path}"
+            "INVALID_ARGUMENT", f"Malformed request: {method} {path}"
         )
-    name, version = m["name"], m["version"]
+    name = m["name"]
+    if not name:
+        raise ServingError("INVALID_ARGUMENT", "Missing model name in request.")
     if name != service.models.name:
         raise ServingError(
             "NOT_FOUND",
             f"Servable not found for request: Latest({name})",
         )
-    if request.method == "GET":
-        if m["verb"]:
-            raise ServingError(
-                "INVALID_ARGUMENT", f"{m['verb']} needs a POST request"
-            )
+    version, label = _version(m), m["label"]
+    if method == "GET":
         if m["metadata"]:
-            return _json(metadata_json(service, version))
-        return _json(status_json(service, version))
-    if m["verb"] != "predict":
+            return _json(metadata_json(service, version, label))
+        return _json(status_json(service, version, label))
+    if m["verb"].lower() != "predict":
         raise ServingError(
-            "UNIMPLEMENTED" if m["verb"] else "INVALID_ARGUMENT",
-            f"POST {request.url.path}: only :predict is served",
+            "UNIMPLEMENTED",
+            f"POST {path}: only :predict is served (not :{m['verb']})",
         )
-    return _json(await _predict(service, request, version))
+    return _json(await _predict(service, request, version, label))
 
 
-async def _predict(service, request, version):
-    limits = service.limits
+async def _read_body(request, limit):
     size = request.headers.get("content-length")
-    if (
-        size is not None
-        and size.isdigit()
-        and int(size) > limits.max_body_bytes
-    ):
+    if size is not None and size.isdigit() and int(size) > limit:
         raise ServingError(
             "RESOURCE_EXHAUSTED",
-            f"request body of {size} bytes > {limits.max_body_bytes} "
-            "(--max-body-bytes)",
+            f"request body of {size} bytes > {limit} (--max-body-bytes)",
+            http_status=413,
         )
     body = bytearray()
     try:
         async for chunk in request.stream():
             body += chunk
-            if len(body) > limits.max_body_bytes:
+            if len(body) > limit:
                 raise ServingError(
                     "RESOURCE_EXHAUSTED",
-                    f"request body > {limits.max_body_bytes} bytes "
-                    "(--max-body-bytes)",
+                    f"request body > {limit} bytes (--max-body-bytes)",
+                    http_status=413,
                 )
     except ClientDisconnect:
-        raise ServingError("INVALID_ARGUMENT", "client disconnected") from None
+        raise ServingError("CANCELLED", "client disconnected") from None
+    return bytes(body)
+
+
+async def _predict(service, request, version, label):
+    limits = service.limits
+    servable = service.models.servable(version, label)
+    body = await _read_body(request, limits.max_body_bytes)
+    if not body.strip():
+        raise ServingError(
+            "INVALID_ARGUMENT", "JSON Parse error: The document is empty"
+        )
     try:
-        parsed = json.loads(bytes(body))
+        parsed = json.loads(body)
     except (ValueError, UnicodeDecodeError) as e:
         raise ServingError(
             "INVALID_ARGUMENT", f"JSON Parse error: {e}"
         ) from None
-    servable = service.models.servable(version)
     signature, arrays, row = parse_predict(
         parsed, lambda n: service.signature(servable, n), limits
     )
     check_inputs(signature, arrays, limits, servable)
-    future = service.engine.submit(signature, arrays)
-    try:
-        outputs = await asyncio.wait_for(
-            asyncio.wrap_future(future), limits.request_timeout_s
-        )
-    except asyncio.TimeoutError:
-        raise ServingError(
-            "DEADLINE_EXCEEDED",
-            f"request not answered in {limits.request_timeout_s} s "
-            "(--request-timeout)",
-        ) from None
+    outputs = await service.engine.run(
+        signature,
+        arrays,
+        row_steps(signature, arrays, servable),
+        limits.request_timeout_s,
+    )
     return format_predict(outputs, row)

@@ -15,6 +15,7 @@ import time
 
 import uvicorn
 
+from keras_rnnlm.serving.connections import bounded_protocol
 from keras_rnnlm.serving.engine import Engine
 from keras_rnnlm.serving.errors import ServingError
 from keras_rnnlm.serving.grpc_service import start_grpc_server
@@ -38,21 +39,24 @@ class Service:
     def signature(self, servable, name):
         sig = servable.signatures.get(name)
         if sig is None:
+            # TF Serving's answer (servables/tensorflow/predict_util.cc).
             raise ServingError(
-                "INVALID_ARGUMENT",
-                f'Serving signature name: "{name}" not found in signature '
-                f"def; signatures: {sorted(servable.signatures)}",
+                "FAILED_PRECONDITION",
+                f'Serving signature key "{name}" not found.',
             )
         return sig
 
-    def log_access(self, api, method, signature, code, seconds):
+    def log_access(self, api, method, target, code, seconds, status=None):
+        """One access line: API, method, path (REST) or signature (gRPC),
+        model, status (and the HTTP code over REST) and latency."""
         access_log.info(
-            "%s %s model=%s signature=%s status=%s %.1fms",
+            "%s %s %s model=%s status=%s%s %.1fms",
             api,
             method,
+            target if api == "rest" else f"signature={target}",
             self.models.name,
-            signature,
             code,
+            "" if status is None else f" http={status}",
             seconds * 1000,
         )
 
@@ -75,6 +79,9 @@ class Server:
             :mod:`keras_rnnlm.serving.warmup`).
         warmup_seconds: time budget of one version's bucket warm-up.
         drain_seconds: how long a stop waits for in-flight requests.
+        policy: the :class:`~keras_rnnlm.serving.servables.VersionPolicy`
+            (default: the latest version).
+        labels: ``{label: version}``, each an available version at start.
     """
 
     def __init__(
@@ -94,6 +101,8 @@ class Server:
         warm_up=True,
         drain_seconds=30.0,
         warmup_seconds=WARMUP_SECONDS,
+        policy=None,
+        labels=None,
     ):
         self.host = host
         self.drain_seconds = float(drain_seconds)
@@ -106,6 +115,8 @@ class Server:
             on_event=events.info,
             limits=limits,
             warmup_seconds=warmup_seconds,
+            policy=policy,
+            labels=labels,
         )
         self.engine = Engine(
             batching=batching,
@@ -124,12 +135,15 @@ class Server:
     def start(self):
         """Loads the model, binds the ports and serves in the background;
         returns ``self`` once both APIs answer."""
-        if not self.models.load_latest():
+        self.models.load_latest()
+        if self.models.latest_version() is None:
             raise FileNotFoundError(
                 f"no loadable version (numeric subdirectory with "
-                f"saved_model.pb) in {self.models.base_dir!r}: "
-                f"{self.models.status()}"
+                f"saved_model.pb) in {self.models.base_dir!r} under the "
+                f"policy {self.models.policy!r}: "
+                f"{sorted(self.models._status.items())}"
             )
+        self.models.check_labels()
         self.models.start_polling()
         if self._want_grpc is not None:
             self._grpc, self.grpc_port = start_grpc_server(
@@ -149,10 +163,14 @@ class Server:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((self.host, self._want_rest))
         self.rest_port = sock.getsockname()[1]
+        limits = self.service.limits
         config = uvicorn.Config(
             build_app(self.service),
+            http=bounded_protocol(
+                limits.read_timeout_s, limits.max_connections
+            ),
             log_config=None,
-            access_log=True,
+            access_log=False,  # the app writes one line with its latency
             timeout_graceful_shutdown=self.drain_seconds,
             lifespan="off",
         )
@@ -172,14 +190,18 @@ class Server:
     def stop(self):
         """Stops taking requests; in-flight ones finish (up to
         ``drain_seconds``)."""
-        grace = None
+        grpc_stop = None
         if self._grpc is not None:
-            grace = self._grpc.stop(self.drain_seconds)
+            # Both APIs drain at once.
+            grpc_stop = threading.Thread(
+                target=self._grpc.stop, args=(self.drain_seconds,)
+            )
+            grpc_stop.start()
         if self._uvicorn is not None:
             self._uvicorn.should_exit = True
             self._thread.join(self.drain_seconds + 5)
-        if grace is not None:
-            grace.wait(self.drain_seconds + 5)
+        if grpc_stop is not None:
+            grpc_stop.join(self.drain_seconds + 15)
         self.engine.close(wait=True)
         self.models.stop()
 
@@ -206,7 +228,7 @@ def serve_forever(server):
         events.info(
             "serving model %r version %s: REST on %s:%s, gRPC on %s:%s",
             server.models.name,
-            server.models.servable().version,
+            server.models.latest_version(),
             server.host,
             server.rest_port,
             server.host,
