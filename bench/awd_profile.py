@@ -478,6 +478,7 @@ def model_records(args, name, res, loads):
 
 def main(argv=None):
     p = paired_parser(
+        MODULE,
         __doc__,
         "awd_profile.jsonl",
         IMPLS,

@@ -402,7 +402,9 @@ def measure(impl, name, workdir, steps, warmup, eval_windows, device):
 
 
 def parser():
-    p = paired_parser(__doc__, "awd.jsonl", ["keras", "torch"], 2, threads=1)
+    p = paired_parser(
+        MODULE, __doc__, "awd.jsonl", ["keras", "torch"], 2, threads=1
+    )
     p.add_argument("--models", nargs="+", default=list(RECIPES))
     p.add_argument("--preset", default="paper", choices=["paper", "cpu"])
     p.add_argument("--steps", type=int, default=3, help="timed training steps")

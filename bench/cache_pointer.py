@@ -16,12 +16,12 @@ cache) to ``bench/results/cache_pointer.jsonl`` (``--out``).
         --cache ptb wt2 --split test
 """
 
-import argparse
 import os
 import time
 
 from bench.harness.options import add_output_arguments
 from bench.harness.options import add_threads_argument
+from bench.harness.options import bench_parser
 from bench.harness.processes import set_threads
 from bench.harness.records import record
 from bench.harness.records import record_fields
@@ -32,7 +32,7 @@ MODULE = "bench.cache_pointer"
 
 
 def parser():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = bench_parser(MODULE, __doc__)
     p.add_argument("--run", required=True, help="a trained run directory")
     p.add_argument("--split", default="test")
     p.add_argument(

@@ -20,7 +20,6 @@ commands wrote stay in ``RUN/cache/`` and are copied to
 ``bench/logs/NAME/cache/``.
 """
 
-import argparse
 import datetime
 import json
 import os
@@ -31,6 +30,7 @@ import sys
 
 from bench.harness import LOGS
 from bench.harness.options import add_output_arguments
+from bench.harness.options import bench_parser
 from bench.harness.records import record
 from bench.harness.records import record_fields
 from bench.harness.records import write_records
@@ -67,7 +67,7 @@ def _setting(cache):
 
 
 def parser():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = bench_parser(MODULE, __doc__)
     p.add_argument("run_dir")
     p.add_argument("--name", help="records' prefix (default: run dir name)")
     p.add_argument("--preset", choices=("ptb", "wt2"), required=True)

@@ -34,13 +34,13 @@ start and the end of the child) go to ``bench/results/cbow.jsonl``.
         --eval-steps 2 --no-record                    # a quick check
 """
 
-import argparse
 import os
 import statistics
 import time
 
 from bench.harness.options import add_child_argument
 from bench.harness.options import add_output_arguments
+from bench.harness.options import bench_parser
 from bench.harness.options import parse
 from bench.harness.processes import interleave
 from bench.harness.processes import note_import_rss
@@ -158,9 +158,7 @@ def measure(impls, rounds, steps, eval_steps):
 
 
 def parser():
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
+    p = bench_parser(MODULE, __doc__)
     p.add_argument("--impls", nargs="+", default=list(IMPLS))
     p.add_argument(
         "--threads",

@@ -342,7 +342,7 @@ def measured_records(args, samples):
 
 
 def main(argv=None):
-    parser = paired_parser(__doc__, f"{NAME}.jsonl", IMPLS, 3)
+    parser = paired_parser(MODULE, __doc__, f"{NAME}.jsonl", IMPLS, 3)
     parser.add_argument("--recipe", default="recipes/awd_lstm_ptb.py")
     parser.add_argument("--preset", default="cpu")
     parser.add_argument("--vocab", type=int, default=10000)

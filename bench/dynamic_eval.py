@@ -24,13 +24,13 @@ to ``bench/results/quality.jsonl`` (``--quality-out``).
         --preset mmlstm_ptb
 """
 
-import argparse
 import os
 import sys
 
 from bench.harness import RESULTS
 from bench.harness.options import add_output_arguments
 from bench.harness.options import add_threads_argument
+from bench.harness.options import bench_parser
 from bench.harness.processes import set_threads
 from bench.harness.records import record
 from bench.harness.records import record_fields
@@ -82,7 +82,7 @@ def torch_side(ev, corpus, ids):
 
 
 def parser():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = bench_parser(MODULE, __doc__)
     p.add_argument("--run", required=True, help="a trained LSTM run dir")
     p.add_argument("--preset", default="mmlstm_ptb")
     p.add_argument("--split", default="test")

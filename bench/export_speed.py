@@ -175,7 +175,7 @@ def measure(impl, **params):
 
 def parser():
     p = paired_parser(
-        __doc__, "export.jsonl", VARIANTS, repeats=2, threads=None
+        MODULE, __doc__, "export.jsonl", VARIANTS, repeats=2, threads=None
     )
     p.add_argument("--size", choices=sorted(SIZES), default="medium")
     p.add_argument("--sentences", type=int, default=128)

@@ -26,7 +26,6 @@ pools (0: the defaults, all cores). One record per phase (kind
 appended to ``bench/results/loop_parts.jsonl`` (``--out``).
 """
 
-import argparse
 import os
 import statistics
 import time
@@ -35,6 +34,7 @@ import numpy as np
 
 from bench.harness.options import add_output_arguments
 from bench.harness.options import add_threads_argument
+from bench.harness.options import bench_parser
 from bench.harness.processes import set_threads
 from bench.harness.records import record
 from bench.harness.records import record_fields
@@ -59,7 +59,7 @@ def _build(config, vocab, batch, forward_only):
 
 
 def parser():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = bench_parser(MODULE, __doc__)
     p.add_argument("--recipe", required=True)
     p.add_argument("--preset", default="cpu")
     p.add_argument("--rounds", type=int, default=8)

@@ -210,7 +210,7 @@ def size_records(args, size, impls, eval_steps):
 
 def main(argv=None):
     impls = ["fused", "naive", "lstm", "torch"]
-    p = paired_parser(__doc__, "multicell.jsonl", impls, repeats=2)
+    p = paired_parser(MODULE, __doc__, "multicell.jsonl", impls, repeats=2)
     p.add_argument("--sizes", nargs="+", default=["small", "medium"])
     p.add_argument("--cells", type=int, default=10)
     p.add_argument("--strategy", default="max")

@@ -182,7 +182,7 @@ def impl_records(cell, impl, med, samples, best):
 
 def main(argv=None):
     impls = ["fused", "naive", "lstm", "torch", "torch_jit"]
-    p = paired_parser(__doc__, "multiplicative.jsonl", impls, repeats=3)
+    p = paired_parser(MODULE, __doc__, "multiplicative.jsonl", impls, repeats=3)
     cells = ["mlstm", "tmlstm", "mgru", "tmgru", "mrnn"]
     p.add_argument("--cells", nargs="+", default=cells)
     p.add_argument("--steps", type=int, default=10)

@@ -18,7 +18,6 @@ its recipe writes its run directory where COMMAND's ``--out`` says
 GPU's memory for each process (``XLA_PYTHON_CLIENT_PREALLOCATE``).
 """
 
-import argparse
 import csv
 import os
 import signal
@@ -27,6 +26,10 @@ import sys
 import tarfile
 import time
 from pathlib import Path
+
+from bench.harness.options import bench_parser
+
+MODULE = "bench.parallel_runs"
 
 #: What ``pack`` keeps of each run (the weights stay on the machine).
 PACKED = (
@@ -144,7 +147,7 @@ def pack(root, out):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = bench_parser(MODULE, __doc__)
     parser.add_argument("action", choices=["start", "watch", "kill", "pack"])
     parser.add_argument("names", nargs="*")
     parser.add_argument("--root", type=Path, required=True)

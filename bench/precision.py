@@ -12,13 +12,13 @@ reference = float32 perplexity of the same weights) and an evaluation
     python -m bench.precision --run runs/zaremba_ptb_small
 """
 
-import argparse
 import os
 import sys
 import time
 
 from bench.harness.options import add_output_arguments
 from bench.harness.options import add_threads_argument
+from bench.harness.options import bench_parser
 from bench.harness.processes import set_threads
 from bench.harness.records import record
 from bench.harness.records import record_fields
@@ -67,7 +67,7 @@ def eval_batch(config, split):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = bench_parser(MODULE, __doc__)
     p.add_argument("--run", required=True)
     p.add_argument("--splits", nargs="+", default=["valid", "test"])
     add_threads_argument(p)

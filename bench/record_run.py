@@ -12,7 +12,6 @@ run record to ``bench/logs/NAME/`` (``--logs``) so the figures stay
 traceable after ``runs/`` is gone.
 """
 
-import argparse
 import csv
 import datetime
 import json
@@ -24,12 +23,15 @@ from bench.harness import LOGS
 from bench.harness.machine import cpu_facts
 from bench.harness.machine import machine
 from bench.harness.options import add_output_arguments
+from bench.harness.options import bench_parser
 from bench.harness.records import record
 from bench.harness.records import write_records
 
+MODULE = "bench.record_run"
+
 
 def parser():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = bench_parser(MODULE, __doc__)
     p.add_argument("run_dir")
     p.add_argument("--name", required=True)
     p.add_argument("--model", default=None, help="default: config name")

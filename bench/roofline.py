@@ -26,7 +26,6 @@ appended to ``bench/results/roofline.jsonl``.
     python -m bench.roofline
 """
 
-import argparse
 import dataclasses
 import json
 import os
@@ -36,6 +35,7 @@ from bench.harness.machine import device_class
 from bench.harness.machine import this_class
 from bench.harness.options import add_child_argument
 from bench.harness.options import add_output_arguments
+from bench.harness.options import bench_parser
 from bench.harness.options import parse
 from bench.harness.processes import run_child
 from bench.harness.processes import thread_env
@@ -209,9 +209,7 @@ def family_records(family, flops, gflops):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
+    p = bench_parser(MODULE, __doc__)
     add_output_arguments(p, "roofline.jsonl")
     add_child_argument(p)
     args = parse(p, measure, argv)

@@ -28,7 +28,6 @@ with ``python -m bench.make_results``).
     python -m bench.sampled_softmax --part quality --threads 1
 """
 
-import argparse
 import os
 import statistics
 import tempfile
@@ -38,6 +37,7 @@ import keras
 
 from bench.harness.options import add_output_arguments
 from bench.harness.options import add_threads_argument
+from bench.harness.options import bench_parser
 from bench.harness.processes import interleave
 from bench.harness.processes import set_threads
 from bench.harness.records import record
@@ -234,7 +234,7 @@ def quality(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = bench_parser(MODULE, __doc__)
     parser.add_argument("--part", choices=("speed", "quality"), required=True)
     parser.add_argument("--model", choices=("mmlstm", "lstm"), default="mmlstm")
     parser.add_argument("--sampled", type=int, default=8192)

@@ -284,7 +284,9 @@ def size_records(args, size):
 
 
 def main(argv=None):
-    parser = paired_parser(__doc__, "scaling.jsonl", ("keras", "torch"), 2)
+    parser = paired_parser(
+        MODULE, __doc__, "scaling.jsonl", ("keras", "torch"), 2
+    )
     parser.add_argument("--sizes", nargs="+", default=["small"])
     parser.add_argument(
         "--calls", type=int, default=30, help="timed calls of each part"

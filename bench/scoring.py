@@ -21,7 +21,6 @@ printed and appended to ``bench/results/scoring.jsonl`` (``--out``).
     python -m bench.scoring --size medium   # random weights, PTB vocab
 """
 
-import argparse
 import os
 import shutil
 import statistics
@@ -33,6 +32,7 @@ import numpy as np
 
 from bench.harness.options import add_output_arguments
 from bench.harness.options import add_threads_argument
+from bench.harness.options import bench_parser
 from bench.harness.processes import set_threads
 from bench.harness.records import record
 from bench.harness.records import record_fields
@@ -102,7 +102,7 @@ def pad(rows):
 
 
 def parser():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = bench_parser(MODULE, __doc__)
     p.add_argument("--run", help="a run directory (else --size, random)")
     p.add_argument("--size", default="small", choices=sorted(SIZES))
     p.add_argument("--sentences", type=int, default=512)

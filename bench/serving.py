@@ -17,7 +17,6 @@ largest client count and reports the server's RSS at its start and end.
 Records go to ``bench/results/serving.jsonl``.
 """
 
-import argparse
 import http.client
 import json
 import os
@@ -31,6 +30,7 @@ import time
 
 from bench.harness.options import add_output_arguments
 from bench.harness.options import add_threads_argument
+from bench.harness.options import bench_parser
 from bench.harness.processes import thread_env
 from bench.harness.records import record
 from bench.harness.records import record_fields
@@ -203,9 +203,7 @@ def pct(values, q):
 
 
 def parser():
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
+    p = bench_parser(MODULE, __doc__)
     p.add_argument("--size", choices=sorted(SIZES), default="medium")
     p.add_argument("--sentences", type=int, default=1024)
     p.add_argument("--clients", type=int, nargs="+", default=[1, 32])

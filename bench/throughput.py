@@ -167,7 +167,7 @@ def size_records(args, size, env):
 
 def main(argv=None):
     impls = ["torch", "keras_rnnlm", "keras_lstm", "keras_rnnlm_bf16"]
-    p = paired_parser(__doc__, "throughput.jsonl", impls, repeats=3)
+    p = paired_parser(MODULE, __doc__, "throughput.jsonl", impls, repeats=3)
     p.add_argument("--sizes", nargs="+", default=["small", "medium"])
     p.add_argument("--steps", type=int, default=40)
     add_eval_tokens_argument(p)

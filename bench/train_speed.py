@@ -16,7 +16,6 @@ seconds per PTB epoch (929k training tokens). Appends one record (kind
 AWD family) and :mod:`bench.throughput` (Zaremba).
 """
 
-import argparse
 import json
 import os
 
@@ -24,6 +23,7 @@ from bench.harness.options import PTB_TRAIN_TOKENS
 from bench.harness.options import add_output_arguments
 from bench.harness.options import add_overrides_argument
 from bench.harness.options import add_threads_argument
+from bench.harness.options import bench_parser
 from bench.harness.processes import set_threads
 from bench.harness.records import record
 from bench.harness.records import record_fields
@@ -34,7 +34,7 @@ MODULE = "bench.train_speed"
 
 
 def parser():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = bench_parser(MODULE, __doc__)
     p.add_argument("--recipe", required=True)
     p.add_argument("--preset", default="paper")
     p.add_argument("--steps", type=int, default=5, help="timed steps")

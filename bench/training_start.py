@@ -21,7 +21,6 @@ signal and exit status, hangs, and the median wall time of a successful
 attempt.
 """
 
-import argparse
 import collections
 import os
 import signal
@@ -34,6 +33,7 @@ import time
 from bench.harness import ROOT
 from bench.harness.options import add_output_arguments
 from bench.harness.options import add_overrides_argument
+from bench.harness.options import bench_parser
 from bench.harness.records import record
 from bench.harness.records import record_fields
 from bench.harness.records import write_records
@@ -64,9 +64,7 @@ def attempt(cmd, env, timeout, log_path):
 
 
 def parser():
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
+    p = bench_parser(MODULE, __doc__)
     p.add_argument("--recipe", default="recipes/awd_lstm_ptb.py")
     p.add_argument("--preset", default="cpu")
     p.add_argument("--attempts", type=int, default=20)

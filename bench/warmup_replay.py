@@ -12,7 +12,6 @@ with it) goes to ``bench/results/warmup_replay.jsonl``.
     python -m bench.warmup_replay --threads 1 --xla
 """
 
-import argparse
 import collections
 import json
 import os
@@ -22,6 +21,7 @@ import time
 
 from bench.harness.options import add_output_arguments
 from bench.harness.options import add_threads_argument
+from bench.harness.options import bench_parser
 from bench.harness.processes import set_threads
 from bench.harness.records import record
 from bench.harness.records import record_fields
@@ -31,7 +31,7 @@ MODULE = "bench.warmup_replay"
 
 
 def parser():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = bench_parser(MODULE, __doc__)
     p.add_argument("--units", type=int, default=650)
     p.add_argument("--vocab", type=int, default=10000)
     p.add_argument("--xla", action="store_true")

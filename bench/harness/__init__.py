@@ -9,7 +9,9 @@
   interleaved repeats, medians, peak memory;
 * :mod:`~bench.harness.timing`: timed passes, and the Keras side of a
   comparison (training and evaluation rates of a compiled model);
-* :mod:`~bench.harness.torch_side`: the PyTorch side of a comparison.
+* :mod:`~bench.harness.torch_side`: the PyTorch side of a comparison;
+* :mod:`~bench.harness.headlines`: the records' headline tables (for
+  ``python -m bench.make_results``).
 
 A paired bench runs each implementation (the package's Keras model, its
 PyTorch reference, ...) in a fresh child process of the same module:

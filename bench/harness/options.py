@@ -15,7 +15,18 @@ PTB_VALID_TOKENS = 73760
 PTB_TRAIN_TOKENS = 929589
 
 
+def bench_parser(module, doc):
+    """The option parser of ``python -m MODULE``: its usage line names the
+    command, its help is the bench's docstring."""
+    return argparse.ArgumentParser(
+        prog=f"python -m {module}",
+        description=doc,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
+
+
 def paired_parser(
+    module,
     doc,
     filename,
     impls,
@@ -26,9 +37,7 @@ def paired_parser(
     """The options of a paired bench: ``--impls`` (default ``impls``),
     ``--repeats``, ``--threads``, ``--out`` / ``--no-record`` and the hidden
     ``--child``; the bench adds its own and calls :func:`parse`."""
-    parser = argparse.ArgumentParser(
-        description=doc, formatter_class=argparse.RawTextHelpFormatter
-    )
+    parser = bench_parser(module, doc)
     parser.add_argument("--impls", nargs="+", default=list(impls))
     parser.add_argument(
         "--repeats", type=int, default=repeats, help=repeats_help

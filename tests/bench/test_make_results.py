@@ -4,8 +4,8 @@ in docs/performance.md that stay small and never mix two machines."""
 import json
 
 from bench import make_results
+from bench.harness.headlines import current
 from bench.harness.machine import device_class
-from bench.headlines import current
 
 AMD = {"cpu": "AMD EPYC", "isa": "AVX-512", "cores": 2}
 INTEL = {"cpu": "Intel Xeon Platinum 8480+", "isa": "AVX-512", "cores": 8}
