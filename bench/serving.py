@@ -3,6 +3,7 @@ without server-side batching, against the in-process batched ceiling.
 
     python -m bench.serving [--size medium] [--clients 1 32]
         [--duration 20] [--apis rest grpc] [--soak 0] [--threads 1]
+        [--batching both|on|off]
 
 An untrained Zaremba-sized model (PTB's 10k words; ``--size medium``: 650
 units, 2 layers) is exported (the default, non-XLA export) and served by
@@ -210,6 +211,12 @@ def parser():
     p.add_argument("--duration", type=float, default=20.0)
     p.add_argument("--apis", nargs="+", default=["rest", "grpc"])
     p.add_argument("--soak", type=float, default=0.0)
+    p.add_argument(
+        "--batching",
+        choices=["both", "on", "off"],
+        default="both",
+        help="server-side batching of the phases (default: both)",
+    )
     add_threads_argument(p, 1)
     add_output_arguments(p, "serving.jsonl")
     return p
@@ -329,7 +336,8 @@ def main(argv=None):
                 tokens_per_s=round(ceiling * per_sentence, 1),
             )
         ]
-        for batching in (True, False):
+        modes = {"both": (True, False), "on": (True,), "off": (False,)}
+        for batching in modes[args.batching]:
             records += server_records(
                 args, base, batching, env, ceiling, sentences
             )
