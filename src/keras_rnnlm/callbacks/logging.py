@@ -5,14 +5,19 @@ import io
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 
 import keras
 
+from keras_rnnlm._environment import environment
+from keras_rnnlm._environment import git_commit
 from keras_rnnlm._version import PACKAGE_DIR
 from keras_rnnlm._version import __version__
+from keras_rnnlm.callbacks.base import StatefulCallback
+from keras_rnnlm.callbacks.base import host_value
+from keras_rnnlm.callbacks.base import sync_model_state
+from keras_rnnlm.metrics import TokenNLL
 from keras_rnnlm.runs import LEARNING_CURVE_FILE
 from keras_rnnlm.runs import METADATA_FILE
 from keras_rnnlm.runs import METADATA_LOG_FILE
@@ -20,31 +25,10 @@ from keras_rnnlm.runs import atomic_write_text
 from keras_rnnlm.runs import is_writer
 
 
-def git_commit(path=None):
-    """The git commit of the working tree holding ``path`` (or None)."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=path or os.getcwd(),
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-        commit = out.stdout.strip() or None
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=path or os.getcwd(),
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip()
-        return f"{commit}+dirty" if commit and dirty else commit
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def run_metadata(config_dict, extra=None):
-    """Config, seed, versions, commit and command line of a run."""
+    """Config, seed, versions, commit and command line of a run, and
+    its environment (libraries, CPU: :func:`~keras_rnnlm._environment.
+    environment`)."""
     return {
         "config": config_dict,
         "seed": config_dict.get("train", {}).get("seed"),
@@ -54,6 +38,7 @@ def run_metadata(config_dict, extra=None):
         "git_commit": git_commit(PACKAGE_DIR),
         "command": sys.argv,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "environment": environment(),
         **(extra or {}),
     }
 
@@ -84,54 +69,192 @@ class RunMetadata(keras.callbacks.Callback):
             f.write(json.dumps(meta) + "\n")
 
 
-class LearningCurve(keras.callbacks.Callback):
-    """Writes ``learning_curve.png``: train/valid perplexity per epoch.
+class LearningCurve(StatefulCallback):
+    """Writes ``learning_curve.png``: the training perplexity of every
+    window of batches (about ``points_per_epoch`` windows an epoch) and
+    the validation perplexity at every evaluation (``val_ppl`` in the
+    epoch's logs), against the epoch, titled with the run's name.
 
-    Reads the epoch history of the run's
-    :class:`~keras_rnnlm.callbacks.checkpoint.TrainingCheckpoint` (so a
-    resumed run plots all its epochs), or its own history.
+    A training point is the token-weighted mean NLL of its window's
+    batches (as a perplexity), read from the model's compiled
+    :class:`~keras_rnnlm.metrics.TokenNLL` (the difference of its
+    running totals since the previous point), not Keras's running epoch
+    mean: a one-epoch run shows how its loss fell. A model trained with
+    a sampled softmax plots its sampled perplexity (over the candidates).
+
+    The points are the callback's state (:attr:`points`): list it among
+    the run's :class:`~keras_rnnlm.callbacks.checkpoint.
+    TrainingCheckpoint` callbacks, before the checkpoint in the fit's
+    list, and a resumed run (from an epoch or a mid-epoch checkpoint)
+    plots every point of the run.
+
+    Args:
+        directory: run directory (the PNG's folder).
+        title: the plot's title (the trainer: the run's name).
+        points_per_epoch: training points an epoch (fewer when an epoch
+            has fewer batches: then one a batch).
     """
 
-    def __init__(self, directory, checkpoint=None, train_key="ppl"):
+    state_attributes = ("points",)
+
+    def __init__(self, directory, title=None, points_per_epoch=50):
         super().__init__()
         self.directory = directory
-        self.checkpoint = checkpoint
-        self.train_key = train_key
-        self._history = []
+        self.title = title
+        self.points_per_epoch = max(1, int(points_per_epoch))
+        self.points = []
+        self._epoch = 0
+        self._start = 0  # batches of the epoch done before this fit call
+        self._done = 0  # batches of the epoch done
+        self._last = 0  # batches of the epoch done at the last point
+        self._mark = (0.0, 0.0)  # the metric's (total, count) then
+        self._before = None  # a resumed epoch's totals before the kill
+
+    # -- the epoch's progress, saved by mid-epoch checkpoints -------------
+    def get_epoch_progress(self):
+        metric = token_metric(self.model)
+        totals = metric_totals(metric, self.model) if metric else (0.0, 0.0)
+        return {
+            "done": self._done,
+            "last": self._last,
+            "mark": list(self._mark),
+            "totals": list(totals),
+        }
+
+    def set_epoch_progress(self, progress):
+        self._start = self._done = int(progress["done"])
+        self._last = int(progress["last"])
+        self._mark = tuple(float(v) for v in progress["mark"])
+        self._before = tuple(float(v) for v in progress["totals"])
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = int(epoch)
+        self._start = self._done = self._last = 0
+        self._mark = (0.0, 0.0)
+        self._before = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._done += 1
+        steps = self._start + int(self.params.get("steps") or 0)
+        window = max(1, math.ceil(steps / self.points_per_epoch))
+        # A resumed epoch's metric totals are its first batch's alone
+        # until the checkpoint (after this callback in the list) adds
+        # those of the batches before the kill, at the end of that batch.
+        before = self._before if batch == 0 else None
+        if self._done - self._last >= window:
+            self._add_train_point(steps, before)
 
     def on_epoch_end(self, epoch, logs=None):
-        self._history.append({"epoch": epoch, **(logs or {})})
-        if not is_writer():  # process 0 of several writes
-            return
-        history = self.checkpoint.history if self.checkpoint else None
-        plot_learning_curve(
-            history or self._history,
-            os.path.join(self.directory, LEARNING_CURVE_FILE),
+        steps = max(
+            self._done, self._start + int(self.params.get("steps") or 0)
         )
+        if self._done > self._last:
+            self._add_train_point(steps)
+        logs = logs or {}
+        if logs.get("val_ppl") is not None:
+            self.points.append(
+                {
+                    "epoch": float(epoch + 1),
+                    "split": "valid",
+                    "ppl": float(logs["val_ppl"]),
+                }
+            )
+        if is_writer():  # process 0 of several writes
+            plot_learning_curve(
+                self.points,
+                os.path.join(self.directory, LEARNING_CURVE_FILE),
+                self.title,
+            )
+
+    def _add_train_point(self, steps, before=None):
+        metric = token_metric(self.model)
+        if metric is None:
+            return
+        total, count = metric_totals(metric, self.model)
+        if before is not None:
+            total, count = total + before[0], count + before[1]
+        tokens = count - self._mark[1]
+        if tokens <= 0:
+            return
+        nll = (total - self._mark[0]) / tokens
+        split = "train (sampled)" if getattr(metric, "prefix", "") else "train"
+        self.points.append(
+            {
+                "epoch": self._epoch + self._done / max(steps, 1),
+                "split": split,
+                "ppl": _safe_exp(nll),
+                "tokens": tokens,
+            }
+        )
+        self._last = self._done
+        self._mark = (total, count)
 
 
-def plot_learning_curve(history, path):
-    """Plots train/valid perplexity (log scale) from a list of epoch logs."""
-    import matplotlib  # loaded only when a curve is drawn
+def _safe_exp(x):
+    return math.exp(x) if x < 700 else math.inf
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # after matplotlib.use("Agg")
 
-    epochs = [h["epoch"] + 1 for h in history]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for key, label in (("ppl", "train"), ("val_ppl", "valid")):
-        values = [h.get(key) for h in history]
-        if any(v is not None for v in values):
-            ax.plot(epochs, values, marker="o", label=label)
+def token_metric(model):
+    """The model's compiled :class:`~keras_rnnlm.metrics.TokenNLL` (the
+    package's token metric, ``lm_metrics``), or ``None``."""
+    for metric in model.metrics:
+        # Keras gathers the compiled metrics in one container metric
+        for m in (metric, *getattr(metric, "metrics", ())):
+            if isinstance(m, TokenNLL):
+                return m
+    return None
+
+
+def metric_totals(metric, model):
+    """``(total NLL, tokens)`` summed by a :class:`~keras_rnnlm.metrics.
+    TokenNLL` since its last reset (its Kahan sums, compensated)."""
+    sync_model_state(model)
+    total = float(host_value(metric.total)) - float(host_value(metric.total_c))
+    count = float(host_value(metric.count)) - float(host_value(metric.count_c))
+    return total, count
+
+
+def learning_curve_figure(points, title=None):
+    """The figure of :class:`LearningCurve`'s ``points``: perplexity (log
+    scale) against the epoch, a line a split (training windows, then the
+    validations with markers)."""
+    from matplotlib.figure import Figure  # loaded only when a curve is drawn
+
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    splits = list(dict.fromkeys(p["split"] for p in points))
+    for split in splits:
+        xs = [p["epoch"] for p in points if p["split"] == split]
+        ys = [p["ppl"] for p in points if p["split"] == split]
+        if split == "valid":
+            ax.plot(xs, ys, marker="o", label=split)
+        else:
+            ax.plot(
+                xs,
+                ys,
+                marker="." if len(xs) <= 100 else None,
+                linewidth=1.0,
+                label=split,
+            )
     ax.set_xlabel("epoch")
     ax.set_ylabel("perplexity")
     ax.set_yscale("log")
+    ax.set_xlim(left=0)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    if title:
+        ax.set_title(title)
+    if splits:
+        ax.legend()
     fig.tight_layout()
+    return fig
+
+
+def plot_learning_curve(points, path, title=None):
+    """Writes :func:`learning_curve_figure` to ``path`` (PNG, atomically;
+    the title also in the PNG's ``Title`` text field)."""
+    fig = learning_curve_figure(points, title)
     tmp = path + ".tmp.png"
-    fig.savefig(tmp)
-    plt.close(fig)
+    fig.savefig(tmp, metadata={"Title": title or ""})
     os.replace(tmp, path)
 
 
@@ -196,23 +319,3 @@ class NaNGuard(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
-
-
-class RunProgbar(keras.callbacks.ProgbarLogger):
-    """Keras's progress bar, numbering epochs out of the run's total.
-
-    The trainer calls ``fit`` once per epoch when the windows change
-    length every epoch (variable BPTT), so Keras alone would print
-    "Epoch 3/3" in a 4-epoch run (and nothing for the first epoch).
-
-    Args:
-        total_epochs: the run's number of epochs (``train.epochs``).
-    """
-
-    def __init__(self, total_epochs):
-        super().__init__()
-        self.total_epochs = int(total_epochs)
-
-    def set_params(self, params):
-        super().set_params(params)
-        self.epochs = self.total_epochs

@@ -22,6 +22,7 @@ import os
 import keras
 from keras import backend
 
+from keras_rnnlm._environment import environment
 from keras_rnnlm.data.graph_windows import cut_window
 from keras_rnnlm.data.graph_windows import supports
 from keras_rnnlm.data.graph_windows import window_chunks
@@ -346,6 +347,12 @@ def evaluate_run(
         weights: a ``.weights.h5`` file (default: ``best.weights.h5``).
         config, corpus: the run's, if already loaded.
         write: write ``results.json`` and ``model.keras``.
+
+    Returns (and writes) ``{"weights": path, SPLIT: {"nll", "ppl",
+    "tokens", "batch_size", ...}, ..., "environment": {...}}``: the
+    environment is the evaluating process's libraries, backend, commit
+    and CPU (:func:`~keras_rnnlm._environment.environment`), which the
+    figures depend on.
     """
     if config is None:
         config, vocab = load_run(run_dir)
@@ -371,6 +378,7 @@ def evaluate_run(
         if "bpc" in r:
             line += f", bpc {r['bpc']:.4f}"
         print(f"{line} ({r['tokens']} tokens, batch {batch_sizes[split]})")
+    results["environment"] = environment()
     if write and is_writer():
         _write_results(run_dir, config, corpus, weights, results)
     return results

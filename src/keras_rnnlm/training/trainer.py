@@ -258,9 +258,10 @@ def _train(config, callbacks, resume, init_weights):
         )
     stateful_cbs = [schedule, best, *([nt_asgd] if nt_asgd else []), *user]
     regularizers = RegularizerLogger()
+    curve = LearningCurve(out, title=config.name)
     checkpoint = TrainingCheckpoint(
         out,
-        callbacks=[*stateful_cbs, regularizers],
+        callbacks=[*stateful_cbs, regularizers, curve],
         stream=stream,
         every_steps=t.checkpoint_every_steps,
         every_minutes=t.checkpoint_every_minutes,
@@ -297,7 +298,7 @@ def _train(config, callbacks, resume, init_weights):
         *([nt_asgd] if nt_asgd else []),
         *_tensorboard(config, out),
         *user,
-        LearningCurve(out, checkpoint),
+        curve,
         checkpoint,
         EpochLog(os.path.join(out, LOG_FILE), checkpoint),
         RunProgbar(config.train.epochs),
