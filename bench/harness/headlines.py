@@ -176,12 +176,14 @@ TABLES = (
         note="ratios to PyTorch in the same run",
     ),
     Table(
-        "Export variants: `score_text` of the default and the XLA export",
-        ("export",),
-        r"export_score_text_(?P<col>batch32|one_sentence)",
+        "Export variants: the default and the XLA export (`score_text`, "
+        "and the replay of the TF Serving warm-up file)",
+        ("export", "warmup_replay"),
+        r"export_(score_text_)?(?P<col>batch32|one_sentence|warmup_replay)",
         (
             ("batch32", "batch 32, tok/s"),
             ("one_sentence", "one sentence, p50 ms"),
+            ("warmup_replay", "warm-up replay, s"),
         ),
         kinds=("throughput", "latency"),
         threads_cols=True,
