@@ -1,7 +1,9 @@
-"""``import keras_rnnlm`` gives glibc's allocator one arena a core, and
-nothing else, unless the user chose otherwise
+"""A command that runs (``keras-rnnlm``, a recipe) gives glibc's allocator
+one arena a core, and nothing else, unless the user chose otherwise;
+``import keras_rnnlm`` alone leaves it as it is
 (:mod:`keras_rnnlm._malloc`)."""
 
+import os
 import platform
 import sys
 
@@ -15,15 +17,38 @@ glibc_only = pytest.mark.skipif(
     reason="mallopt is glibc's",
 )
 
-# A fresh process: import the package, run a TensorFlow op, then free
-# 50 MB of 64 KiB blocks (below glibc's mmap threshold, so from the
-# heap) and let eight Python threads allocate at once. It prints the
-# tuning's state, the heap bytes still held after the free (glibc trims
-# them unless a threshold was fixed), and (from glibc's malloc_stats on
-# stderr) the arenas.
+RECIPE = os.path.join(
+    os.path.dirname(__file__), "..", "recipes", "zaremba_ptb.py"
+)
+
+# How the process starts (ENTRY below): the package imported alone, or a
+# command that runs (``--print-config``: it resolves the config and
+# returns without training).
+ENTRIES = {
+    "import": "import keras_rnnlm",
+    "keras-rnnlm": (
+        "from keras_rnnlm_launcher import main\n"
+        f"main(['train', {RECIPE!r}, '--print-config'])"
+    ),
+    "recipe": (
+        "import runpy, sys\n"
+        f"sys.argv = [{RECIPE!r}, '--print-config']\n"
+        "try:\n"
+        f"    runpy.run_path({RECIPE!r}, run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass"
+    ),
+}
+
+# A fresh process: ENTRY, then a TensorFlow op, then free 50 MB of 64 KiB
+# blocks (below glibc's mmap threshold, so from the heap) and let eight
+# Python threads allocate at once. Its last line: the tuning's state, the
+# heap bytes still held after the free (glibc trims them unless a
+# threshold was fixed) and the cores; glibc's malloc_stats (stderr)
+# counts the arenas.
 CODE = """
 import ctypes, threading
-import keras_rnnlm
+ENTRY
 from keras_rnnlm import _malloc
 import tensorflow as tf
 tf.reduce_sum(tf.ones((64, 64))).numpy()
@@ -54,17 +79,19 @@ print(_malloc.state, held // 2**20, _malloc.cores())
 """
 
 
-def run(**env):
-    p = run_as_user(["-c", CODE], TF_CPP_MIN_LOG_LEVEL="3", **env)
+def run(entry, **env):
+    code = CODE.replace("ENTRY", ENTRIES[entry])
+    p = run_as_user(["-c", code], TF_CPP_MIN_LOG_LEVEL="3", **env)
     assert p.returncode == 0, p.stderr
-    state, held_mb, cores = p.stdout.split()
+    state, held_mb, cores = p.stdout.split("\n")[-2].split()
     arenas = p.stderr.count("Arena ")
     return state, int(held_mb), arenas, int(cores)
 
 
 @glibc_only
-def test_import_tunes_glibc_malloc():
-    state, held_mb, arenas, cores = run()
+@pytest.mark.parametrize("entry", ["keras-rnnlm", "recipe"])
+def test_a_command_tunes_glibc_malloc(entry):
+    state, held_mb, arenas, cores = run(entry)
     assert state == "tuned"
     # Every thread, TensorFlow's included, uses one of one arena a core
     # (glibc's default: up to eight a core) ...
@@ -76,14 +103,25 @@ def test_import_tunes_glibc_malloc():
 
 
 @glibc_only
+def test_import_keras_rnnlm_leaves_glibc_malloc_alone():
+    state, held_mb, arenas, cores = run("import")
+    assert state == "None"  # tune_malloc never ran
+    assert held_mb < 5
+    # Eight threads allocating at once get arenas of their own (this
+    # tells glibc's defaults from the tuning on a machine of up to 8
+    # cores).
+    assert arenas > min(cores, 8)
+
+
+@glibc_only
 def test_keras_rnnlm_malloc_default_keeps_glibc_defaults():
     # The other user choices (MALLOC_ARENA_MAX, GLIBC_TUNABLES) take the
     # same path: test_user_chose.
-    state, held_mb, arenas, cores = run(KERAS_RNNLM_MALLOC="default")
+    state, held_mb, arenas, cores = run(
+        "keras-rnnlm", KERAS_RNNLM_MALLOC="default"
+    )
     assert state == "default"
     assert held_mb < 5  # glibc trims the freed top of the heap
-    # Eight threads allocating at once get arenas of their own (this
-    # tells the two apart on a machine of up to 8 cores).
     assert arenas > min(cores, 8)
 
 

@@ -5,20 +5,19 @@ Subpackages: ``data`` (corpora, vocabulary, token streams), ``layers``
 (the ``model.fit`` trainer and metrics), ``callbacks``, ``evaluation``.
 
 ``import keras_rnnlm`` registers every class the package saves in a
-``.keras`` file (its layers, losses, metrics), so that
+``.keras`` file (its layers, losses, metrics and optimizer), so that
 ``keras.saving.load_model("RUN/model.keras")`` works after it alone.
-Before that, it sets glibc's allocator for TensorFlow's compiled loops
-(one arena a core; ``KERAS_RNNLM_MALLOC=default`` keeps
-glibc's defaults: :mod:`keras_rnnlm._malloc`) and silences TensorFlow's
-C++ start-up lines unless ``TF_CPP_MIN_LOG_LEVEL`` is set
-(:mod:`keras_rnnlm._startup`).
+Registering loads Keras, and so TensorFlow: first, unless
+``TF_CPP_MIN_LOG_LEVEL`` is set, TensorFlow's C++ start-up lines are
+silenced (:mod:`keras_rnnlm._startup`). It does nothing else to the
+process: the programs (``keras-rnnlm``, the recipes) set glibc's
+allocator for TensorFlow's compiled loops when they start
+(:mod:`keras_rnnlm._malloc`).
 """
 
-from keras_rnnlm._malloc import tune_malloc
 from keras_rnnlm._startup import quiet_tensorflow_startup
 from keras_rnnlm._version import __version__
 
-tune_malloc()
 quiet_tensorflow_startup()
 
 

@@ -1,4 +1,5 @@
-"""glibc's allocator, set for TensorFlow's compiled loops at import.
+"""glibc's allocator, set for TensorFlow's compiled loops when a command
+runs.
 
 What it fixes: on a small machine, a process that has trained and then
 evaluates at batch 1 with two threads would run some of its evaluation
@@ -10,13 +11,17 @@ memory on every call. Which of glibc's behaviours is at fault was found
 by measuring, not by reading glibc: fewer arenas (one, or one a core)
 remove the slow passes, a high trim threshold alone does not (below).
 
-What it does: ``import keras_rnnlm`` calls :func:`tune_malloc` before
-TensorFlow is loaded. It sets one of glibc's ``mallopt`` parameters,
-``M_ARENA_MAX``, to the number of cores the process may run on: one
-arena a core, where glibc's default allows eight a core, so the compute
-threads share a few arenas and a buffer freed by one is reused by the
-next. glibc's other settings, its dynamic mmap and trim thresholds
-included, stay as they are.
+What it does: the programs call :func:`tune_malloc` when a command runs
+(``keras-rnnlm``: :func:`keras_rnnlm.cli.main.run_command`; the recipes:
+:func:`keras_rnnlm.cli.train.recipe_main` and the tuning recipes' mains),
+before TensorFlow's first op; ``import keras_rnnlm`` alone leaves the
+allocator as it is, and a program of one's own may call
+:func:`tune_malloc` itself, before its first TensorFlow op. It sets one
+of glibc's ``mallopt`` parameters, ``M_ARENA_MAX``, to the number of
+cores the process may run on: one arena a core, where glibc's default
+allows eight a core, so the compute threads share a few arenas and a
+buffer freed by one is reused by the next. glibc's other settings, its
+dynamic mmap and trim thresholds included, stay as they are.
 
 Measured with the ``malloc_modes`` probe (``bench/malloc_modes.py`` at
 commit 1f4ac49; AWD-LSTM ``cpu`` shape, two threads, a 2-core machine,
@@ -41,7 +46,9 @@ larger ones.
 
 Set after TensorFlow had started its threads, the arena limit helped in
 only some processes (8.8k-11.7k tok/s at batch 1 in a test of one arena
-with the trim threshold), so it is set at import.
+with the trim threshold), so it is set before the first TensorFlow op:
+importing TensorFlow starts none of its compute threads (they start with
+the first op), so a command sets it after the package is imported.
 
 Left alone when the user chose: ``KERAS_RNNLM_MALLOC=default`` turns it
 off (``tuned``, the default, keeps it), and so does any
@@ -94,7 +101,8 @@ def user_chose(environ=None):
     """True when ``environ`` (default: this process's) turns the tuning
     off or sets glibc's malloc itself. A value of ``KERAS_RNNLM_MALLOC``
     other than ``tuned`` / ``default`` turns it off too, with one line on
-    standard error (this runs at import, before any error policy)."""
+    standard error (this runs as a command starts, outside its error
+    policy)."""
     environ = os.environ if environ is None else environ
     value = environ.get(ENV, "tuned")
     if value not in ("tuned", "default"):

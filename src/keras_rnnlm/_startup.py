@@ -4,8 +4,8 @@ On a machine without a GPU, importing TensorFlow prints oneDNN and CUDA
 probing lines (``Could not find cuda drivers``, ``failed call to cuInit``)
 through absl before its own log level is read, so ``TF_CPP_MIN_LOG_LEVEL``
 alone does not hide them. When the user has not set
-``TF_CPP_MIN_LOG_LEVEL``, ``import keras_rnnlm`` (the first thing the
-command line, the recipes and any user code do) sets it to 3 and imports
+``TF_CPP_MIN_LOG_LEVEL``, ``import keras_rnnlm`` (the first thing a
+command that runs, a recipe and any user code do) sets it to 3 and imports
 TensorFlow with the process's standard error (file descriptor 2)
 redirected to ``/dev/null``; the descriptor is restored afterwards, so
 everything later (and any import error) is printed as usual.

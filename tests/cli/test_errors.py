@@ -116,7 +116,7 @@ def test_score_no_bos_on_an_export_is_a_usage_error(monkeypatch):
         scoring_cli, "load_scorer", lambda model, weights=None: export_scorer
     )
     with pytest.raises(UsageError, match="--no-bos"):
-        scoring_cli._score(Args())
+        scoring_cli.run_score(Args())
 
 
 def test_other_os_errors_keep_their_traceback():

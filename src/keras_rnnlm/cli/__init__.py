@@ -1,9 +1,13 @@
-"""The command line: ``keras-rnnlm COMMAND`` and the recipes' ``main``.
+"""The command line: the verbs of ``keras-rnnlm`` and the recipes' ``main``.
 
-Importing this package first imports :mod:`keras_rnnlm`, which silences
-TensorFlow's C++ start-up lines (unless ``TF_CPP_MIN_LOG_LEVEL`` is set)
-before anything loads Keras, so recipe files import :func:`recipe_main`
-first.
+The ``keras-rnnlm`` console script is :func:`keras_rnnlm_launcher.main`:
+it parses the command line without importing this package, then runs
+the verb here (:func:`keras_rnnlm.cli.main.run_command`). :func:`main`
+and :func:`build_parser` are the launcher's, for ``python -m
+keras_rnnlm.cli`` and for programs. Recipe files import
+:func:`recipe_main` first: importing the package silences TensorFlow's
+C++ start-up lines (unless ``TF_CPP_MIN_LOG_LEVEL`` is set) before
+anything loads Keras.
 """
 
 from keras_rnnlm.cli.main import build_parser

@@ -26,14 +26,8 @@ import re
 import sys
 
 from keras_rnnlm.cli.errors import UsageError
-from keras_rnnlm.cli.evaluate import CACHE_HELP
-from keras_rnnlm.cli.evaluate import cache_setting
-from keras_rnnlm.cli.train import add_command
 from keras_rnnlm.cli.train import options_of
 from keras_rnnlm.export import export_saved_model
-from keras_rnnlm.export.saved_model import MAX_BATCH_SIZE
-from keras_rnnlm.export.saved_model import MAX_TOKENS
-from keras_rnnlm.export.warmup import DEFAULT_WARMUP_MAX_LENGTH
 from keras_rnnlm.scoring import nbest
 from keras_rnnlm.scoring.loading import SavedModelScorer
 from keras_rnnlm.scoring.loading import load_scorer
@@ -69,7 +63,7 @@ def _open_lines(path):
             stream.close()
 
 
-def _score(args):
+def run_score(args):
     scorer = load_scorer(args.model, weights=args.weights)
     if isinstance(scorer, SavedModelScorer) and (args.no_bos or args.no_eos):
         raise UsageError(
@@ -130,7 +124,7 @@ def _score(args):
     return 0
 
 
-def _rescore(args):
+def run_rescore(args):
     lists = nbest.read_nbest(_open_lines(args.nbest))
     if not lists:
         raise nbest.NBestFormatError(f"{args.nbest}: no hypotheses")
@@ -162,7 +156,7 @@ def _rescore(args):
     return 0
 
 
-def _export(args):
+def run_export(args):
     path = export_saved_model(
         args.run_dir,
         args.out,
@@ -174,94 +168,3 @@ def _export(args):
     )
     print(f"Exported SavedModel to {path}")
     return 0
-
-
-def add_scoring_commands(sub):
-    """Adds the score, rescore and export subcommands to ``sub``."""
-    s = add_command(sub, _score, "score", help="log10 probability of each line")
-    s.add_argument("model", help="run directory or exported SavedModel")
-    s.add_argument("file", nargs="?", default="-", help="text file (- stdin)")
-    s.add_argument(
-        "--json",
-        action="store_true",
-        help="JSON lines output (default: TSV with the line escaped)",
-    )
-    s.add_argument("--no-bos", action="store_true", help="see Scorer docs")
-    s.add_argument("--no-eos", action="store_true", help="no </s> term")
-    s.add_argument("--weights", help="weights file of a run directory")
-    s.add_argument(
-        "--document",
-        action="store_true",
-        help="the lines are one document: the recurrent state (and the "
-        "cache) carried from line to line (a sentence-level run resets the "
-        "recurrent state at each sentence, as in training), --no-bos for "
-        "its first line",
-    )
-    s.add_argument(
-        "--cache", type=cache_setting, help=CACHE_HELP + "; needs --document"
-    )
-
-    r = add_command(
-        sub, _rescore, "rescore", help="rescore N-best lists with the LM"
-    )
-    r.add_argument("model", help="run directory or exported SavedModel")
-    r.add_argument(
-        "nbest", help="N-best file: utt_id<TAB>hypothesis<TAB>base score"
-    )
-    r.add_argument("--lm-weight", type=float, default=1.0)
-    r.add_argument(
-        "--word-penalty",
-        type=float,
-        default=0.0,
-        help="added per hypothesis word (word-insertion penalty if < 0)",
-    )
-    r.add_argument("--reference", help="utt_id<TAB>reference: report WER")
-    r.add_argument("--out", help="write the re-ranked lists here")
-    r.add_argument("--weights", help="weights file of a run directory")
-
-    e = add_command(
-        sub, _export, "export", help="export a run as a TF SavedModel"
-    )
-    e.add_argument("run_dir")
-    e.add_argument("out", help="OUT/NAME/VERSION, e.g. models/ptb_lm/1")
-    e.add_argument("--weights", help="weights file (default best.weights.h5)")
-    e.add_argument("--top-k", type=int, default=10)
-    e.add_argument(
-        "--xla",
-        action="store_true",
-        help="fused XLA-compiled recurrent loop (TF Serving then needs "
-        "--xla_cpu_compilation_enabled); default: the generic loop",
-    )
-    e.add_argument(
-        "--portable",
-        action="store_true",
-        help="the default (no XLA-compiled function); kept for old scripts",
-    )
-    e.add_argument(
-        "--max-batch-size",
-        type=int,
-        default=MAX_BATCH_SIZE,
-        help="rows per call of an endpoint (default %(default)s)",
-    )
-    e.add_argument(
-        "--max-tokens",
-        type=int,
-        default=MAX_TOKENS,
-        help="token budget of one call, rows x padded length; bounds its "
-        "memory (default %(default)s)",
-    )
-    e.add_argument("--overwrite", action="store_true")
-    e.add_argument(
-        "--no-warmup-file",
-        dest="warmup",
-        action="store_false",
-        help="do not write assets.extra/tf_serving_warmup_requests (the "
-        "requests TF Serving replays at load)",
-    )
-    e.add_argument(
-        "--warmup-max-length",
-        type=int,
-        default=None,
-        help="longest padded length of the warm-up requests (default: "
-        f"{DEFAULT_WARMUP_MAX_LENGTH}, at most --max-tokens)",
-    )

@@ -28,10 +28,8 @@ import os
 import sys
 
 from keras_rnnlm.cli.errors import UsageError
-from keras_rnnlm.cli.train import add_command
 from keras_rnnlm.cli.train import options_of
 from keras_rnnlm.export.tensorflow_only import require_tensorflow
-from keras_rnnlm.serving.limits import WARMUP_SECONDS
 from keras_rnnlm.serving.limits import Limits
 
 
@@ -59,7 +57,9 @@ def _logging(access_path):
     errors.setLevel(logging.INFO)
 
 
-def _serve(args):
+def run_serve(args):
+    """``keras-rnnlm serve``; a per-request limit not given is
+    :class:`~keras_rnnlm.serving.limits.Limits`'s default."""
     require_tensorflow("keras-rnnlm serve")
     from keras_rnnlm.serving.server import Server  # gRPC: only to serve
     from keras_rnnlm.serving.server import serve_forever
@@ -85,6 +85,17 @@ def _serve(args):
         )
     if not os.path.isdir(args.base_dir):
         raise FileNotFoundError(f"No model base directory at {args.base_dir!r}")
+    defaults = Limits()
+    for flag, default in (
+        ("max_body_bytes", defaults.max_body_bytes),
+        ("max_rows", defaults.max_rows),
+        ("max_sentence_tokens", defaults.max_sentence_tokens),
+        ("request_timeout", defaults.request_timeout_s),
+        ("read_timeout", defaults.read_timeout_s),
+        ("max_connections", defaults.max_connections),
+    ):
+        if getattr(args, flag, None) is None:
+            setattr(args, flag, default)
     if args.warmup_seconds < 0:
         raise UsageError("--warmup-seconds must be >= 0")
     for flag in ("max_batch_size", "max_enqueued", "num_threads", "max_rows"):
@@ -117,75 +128,3 @@ def _serve(args):
     )
     serve_forever(server)
     return 0
-
-
-def add_serve_command(sub):
-    d = Limits()
-    s = add_command(
-        sub,
-        _serve,
-        "serve",
-        help="serve an exported model with TF Serving's REST and gRPC APIs",
-    )
-    s.add_argument(
-        "base_dir",
-        nargs="?",
-        help="MODEL_BASE_DIR with numeric versions (or --model-config-file)",
-    )
-    s.add_argument("--model-name")
-    s.add_argument(
-        "--model-config-file",
-        help="TF Serving's ModelServerConfig (text format, one model): "
-        "name, base_path, model_version_policy, version_labels",
-    )
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--rest-port", type=int, default=8501)
-    s.add_argument("--grpc-port", type=int, default=8500)
-    s.add_argument(
-        "--no-batching",
-        action="store_true",
-        help="run each request alone (default: merge concurrent requests)",
-    )
-    s.add_argument("--max-batch-size", type=int, default=32)
-    s.add_argument("--batch-timeout-micros", type=int, default=2000)
-    s.add_argument("--max-enqueued", type=int, default=256)
-    s.add_argument("--num-threads", type=int, default=4)
-    s.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes)
-    s.add_argument("--max-rows", type=int, default=d.max_rows)
-    s.add_argument(
-        "--max-sentence-tokens", type=int, default=d.max_sentence_tokens
-    )
-    s.add_argument("--request-timeout", type=float, default=d.request_timeout_s)
-    s.add_argument(
-        "--read-timeout",
-        type=float,
-        default=d.read_timeout_s,
-        help="seconds for a REST request's headers and body to arrive",
-    )
-    s.add_argument(
-        "--max-connections",
-        type=int,
-        default=d.max_connections,
-        help="open REST connections at most",
-    )
-    s.add_argument(
-        "--poll-seconds",
-        type=float,
-        default=1.0,
-        help="how often to look for a new version (0: never)",
-    )
-    s.add_argument("--drain-seconds", type=float, default=30.0)
-    s.add_argument(
-        "--no-warmup",
-        action="store_true",
-        help="serve a version without warming it up (no warm-up file "
-        "replay, no bucket calls)",
-    )
-    s.add_argument(
-        "--warmup-seconds",
-        type=float,
-        default=WARMUP_SECONDS,
-        help="time budget of the bucket warm-up of one version, shortest "
-        "buckets first (default: %(default)s)",
-    )
-    s.add_argument("--access-log", help="file (default: stderr)")

@@ -11,7 +11,9 @@ take the same options and follow the same error policy.
 import argparse
 import json
 import sys
+import textwrap
 
+from keras_rnnlm._malloc import tune_malloc
 from keras_rnnlm.cli.errors import UsageError
 from keras_rnnlm.cli.errors import debug_requested
 from keras_rnnlm.cli.errors import run_reporting_errors
@@ -25,23 +27,9 @@ from keras_rnnlm.training.finetune import finetune
 from keras_rnnlm.training.pretrained import TRAIN as TRAIN_WORD2VEC
 from keras_rnnlm.training.pretrained import ensure_run_word2vec
 from keras_rnnlm.training.pretrained import with_pretrained
-
-
-def add_debug_flag(parser):
-    parser.add_argument(
-        "--debug",
-        action="store_true",
-        help="show the Python traceback of an error",
-    )
-
-
-def add_command(sub, func, name, **kwargs):
-    """A ``keras-rnnlm`` verb: the subparser ``name`` (``kwargs`` go to
-    ``add_parser``) running ``func(args)``, with ``--debug``."""
-    parser = sub.add_parser(name, **kwargs)
-    add_debug_flag(parser)
-    parser.set_defaults(func=func)
-    return parser
+from keras_rnnlm_launcher.commands import ENVIRONMENT
+from keras_rnnlm_launcher.commands import add_debug_flag
+from keras_rnnlm_launcher.commands import add_train_options
 
 
 def options_of(args, names):
@@ -50,62 +38,6 @@ def options_of(args, names):
     if isinstance(names, str):
         names = names.split()
     return {name: getattr(args, name) for name in names}
-
-
-def add_set_option(parser, help=None):
-    """``--set section.key=value`` (repeatable): config overrides."""
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help=help
-        or "override a config value (JSON), e.g. --set train.epochs=2",
-    )
-
-
-def add_train_options(parser, preset_flags=("--preset",)):
-    """Adds the options shared by ``keras-rnnlm train`` and recipe files.
-
-    ``--preset NAME`` selects one of the recipe's presets (a named
-    configuration); ``--set section.key=value`` overrides one value.
-    """
-    parser.add_argument(
-        *preset_flags, dest="preset", help="the recipe preset to train"
-    )
-    add_set_option(parser)
-    parser.add_argument("--out", help="run directory (train.out_dir)")
-    parser.add_argument(
-        "--data-dir", help="corpus root (else $KERAS_RNNLM_DATA, cache)"
-    )
-    parser.add_argument(
-        "--no-resume",
-        action="store_true",
-        help="start from scratch even if the run directory has a checkpoint",
-    )
-    parser.add_argument(
-        "--distribute",
-        choices=("none", "data_parallel"),
-        help="train.distribute: data_parallel splits the streams over "
-        "every device (JAX backend; docs/distributed.md)",
-    )
-    parser.add_argument(
-        "--print-config",
-        action="store_true",
-        help="print the resolved config and exit",
-    )
-    parser.add_argument(
-        "--pretrained",
-        metavar="FILE|train",
-        help="start from word2vec embeddings (model.pretrained_embeddings; "
-        "the CBOW context table too when the model has one): a word2vec "
-        "FILE (text, or binary if named .bin), or 'train': first train "
-        "gensim word2vec of model.embedding_dim on the run's training "
-        "split, kept in the run directory (the paper does not say what "
-        "text its embeddings were trained on)",
-    )
-    return parser
 
 
 def resolve_config(args, presets=None, preset=None):
@@ -148,34 +80,14 @@ def run_train(args, presets=None, preset=None):
     return 0
 
 
-def add_train_command(sub):
-    t = add_command(
-        sub, run_train, "train", help="train a recipe preset or a config"
-    )
-    t.add_argument("recipe", nargs="?", help="recipe file (recipes/*.py)")
-    t.add_argument("--config", help="a config.json (e.g. of an earlier run)")
-    add_train_options(t)
-
-
-def _finetune(args):
+def run_finetune(args):
+    """``keras-rnnlm finetune``: rounds of averaged SGD from a run's best
+    weights; prints each round's summary."""
     rounds = finetune(
         args.run_dir, args.rounds, args.overrides, resume=not args.no_resume
     )
     print(json.dumps([{k: r[k] for k in r if k != "results"} for r in rounds]))
     return 0
-
-
-def add_finetune_command(sub):
-    f = add_command(
-        sub,
-        _finetune,
-        "finetune",
-        help="AWD-LSTM finetuning: averaged SGD from a run's best weights",
-    )
-    f.add_argument("run_dir")
-    f.add_argument("--rounds", type=int, default=1, help="finetuning rounds")
-    add_set_option(f, "override a value of the finetuning config")
-    f.add_argument("--no-resume", action="store_true")
 
 
 def recipe_main(presets, default, description=None, argv=None, axes=None):
@@ -193,12 +105,15 @@ def recipe_main(presets, default, description=None, argv=None, axes=None):
             :func:`~keras_rnnlm.recipe.preset_name`); ``--preset NAME``
             still selects a preset by its full name.
 
-    Returns the exit status (0, or 2 after a user error).
+    Returns the exit status (0, or 2 after a user error). Training first
+    sets glibc's allocator (:func:`keras_rnnlm._malloc.tune_malloc`; the
+    help's epilog says how to keep glibc's defaults).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=textwrap.fill(ENVIRONMENT),
     )
     add_train_options(parser)
     add_debug_flag(parser)
@@ -207,6 +122,7 @@ def recipe_main(presets, default, description=None, argv=None, axes=None):
     args = parser.parse_args(argv)
 
     def run():
+        tune_malloc()
         preset = args.preset
         if preset is None and axes:
             preset = preset_name(**{f: getattr(args, f) for f in axes})

@@ -10,21 +10,22 @@ and its own), builds the base config from a recipe preset, runs the
 tuner and, on the chief (or a single process), writes ``results.csv``,
 ``results.md`` and a plot into ``--out``.
 ``run_*_search`` return the trial rows (best first; ``[]`` on a
-distributed worker), ``*_search_main`` the exit status.
+distributed worker), ``*_search_main`` the exit status; they first set
+glibc's allocator (:func:`keras_rnnlm._malloc.tune_malloc`).
 """
 
 import argparse
 import csv
 import os
 import sys
+import textwrap
 
 import keras_tuner
 from keras_tuner.src.distribute import utils as keras_tuner_distribute
 
+from keras_rnnlm._malloc import tune_malloc
 from keras_rnnlm.cli.errors import debug_requested
 from keras_rnnlm.cli.errors import run_reporting_errors
-from keras_rnnlm.cli.train import add_debug_flag
-from keras_rnnlm.cli.train import add_set_option
 from keras_rnnlm.layers.multicell_lstm import STRATEGIES
 from keras_rnnlm.recipe import config_from_preset
 from keras_rnnlm.recipe import load_recipe
@@ -37,6 +38,9 @@ from keras_rnnlm.tuning.major_minor import HiddenSizeHyperModel
 from keras_rnnlm.tuning.major_minor import MajorMinorHyperModel
 from keras_rnnlm.tuning.multicell import PAPER_CELLS
 from keras_rnnlm.tuning.multicell import MultiCellHyperModel
+from keras_rnnlm_launcher.commands import ENVIRONMENT
+from keras_rnnlm_launcher.commands import add_debug_flag
+from keras_rnnlm_launcher.commands import add_set_option
 
 TUNERS = {
     "random": keras_tuner.RandomSearch,
@@ -143,6 +147,7 @@ def _parser(description):
     return argparse.ArgumentParser(
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=textwrap.fill(ENVIRONMENT),
     )
 
 
@@ -439,6 +444,7 @@ def _main(search, argv, *args, **kwargs):
     argv = sys.argv[1:] if argv is None else list(argv)
 
     def run():
+        tune_malloc()
         search(*args, argv=argv, **kwargs)
         return 0
 

@@ -10,24 +10,12 @@ LSTM LMs* (arXiv:2106.08927) does not say what text its word2vec
 embeddings were trained on; this trains them on the LM's training split.
 """
 
-from keras_rnnlm.cli.train import add_command
 from keras_rnnlm.cli.train import options_of
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.data.corpus import load_corpus
-from keras_rnnlm.data.word2vec import ARCHITECTURES
 from keras_rnnlm.data.word2vec import is_binary_path
 from keras_rnnlm.data.word2vec import save_word2vec
 from keras_rnnlm.data.word2vec import train_word2vec
-
-DESCRIPTION = (
-    "Trains gensim word2vec on a corpus's training split, tokens exactly "
-    "as the language model sees them (<unk>, one <eos> per line), one "
-    "sentence per line, and writes a word2vec file for "
-    "model.pretrained_embeddings (or --pretrained FILE). The CBOW "
-    "context paper (On the long-term learning ability of LSTM LMs, "
-    "arXiv:2106.08927) does not say what text its word2vec embeddings "
-    "were trained on."
-)
 
 
 def _positive_int(name, value):
@@ -61,51 +49,3 @@ def run_word2vec(args):
         f"{missing} of {len(corpus.vocab)} vocabulary words have none"
     )
     return 0
-
-
-def add_word2vec_command(sub):
-    w = add_command(
-        sub,
-        run_word2vec,
-        "word2vec",
-        help="train word2vec embeddings (gensim) on a corpus's training split",
-        description=DESCRIPTION,
-    )
-    w.add_argument(
-        "--corpus", required=True, help="registry name or a directory"
-    )
-    w.add_argument("--data-dir", help="corpus root (else $KERAS_RNNLM_DATA)")
-    w.add_argument(
-        "--level", choices=("word", "char"), help="for a corpus directory"
-    )
-    w.add_argument("--dim", type=int, required=True, help="vector size")
-    w.add_argument(
-        "--out",
-        required=True,
-        help="word2vec file to write (binary if named .bin, else text)",
-    )
-    w.add_argument(
-        "--format",
-        choices=("auto", "text", "binary"),
-        default="auto",
-        help="file format (auto: by the --out name)",
-    )
-    w.add_argument("--window", type=int, default=5, help="context window")
-    w.add_argument(
-        "--min-count",
-        type=int,
-        default=1,
-        help="words seen fewer times get no vector (default 1: all)",
-    )
-    w.add_argument("--epochs", type=int, default=5, help="training passes")
-    w.add_argument(
-        "--architecture", choices=tuple(ARCHITECTURES), default="cbow"
-    )
-    w.add_argument("--seed", type=int, default=1, help="gensim's seed")
-    w.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        help="gensim threads (1: reproducible vectors)",
-    )
-    return w

@@ -1,0 +1,634 @@
+"""The ``keras-rnnlm`` parser: every verb and its options, standard library
+only.
+
+Each verb names the function that runs it (``args.target``,
+``"MODULE:FUNCTION"`` in :mod:`keras_rnnlm.cli`), imported only when the
+verb runs. A value the help shows (a choice list, a default in a help
+line) is written here and checked against the library's by the tests
+(``tests/cli/test_launcher.py``); a default the help does not show is left
+``None`` here and filled in by the verb from the library.
+"""
+
+import argparse
+
+#: The epilog of every command's and recipe's help: what running one does
+#: to the process, and how to opt out.
+ENVIRONMENT = (
+    "Every command, when it runs, sets glibc's malloc to one arena a core "
+    "(for TensorFlow's compiled loops); KERAS_RNNLM_MALLOC=default keeps "
+    "glibc's defaults. --debug (or KERAS_RNNLM_DEBUG=1) shows Python "
+    "tracebacks."
+)
+
+SPLITS = ("train", "valid", "test")
+#: keras_rnnlm.evaluation.dynamic.PRESETS (names), VARIANTS, STATISTICS.
+DYNAMIC_PRESETS = (
+    "awd_lstm_ptb",
+    "mmlstm_ptb",
+    "mmlstm_wt2",
+    "mos_ptb",
+    "mos_wt2",
+)
+DYNAMIC_VARIANTS = ("rms", "sgd")
+DYNAMIC_STATISTICS = ("mean", "sum")
+#: keras_rnnlm.export.saved_model.MAX_BATCH_SIZE, MAX_TOKENS and
+#: keras_rnnlm.export.warmup.DEFAULT_WARMUP_MAX_LENGTH.
+EXPORT_MAX_BATCH_SIZE = 1024
+EXPORT_MAX_TOKENS = 8192
+EXPORT_WARMUP_MAX_LENGTH = 256
+#: keras_rnnlm.serving.limits.WARMUP_SECONDS.
+SERVE_WARMUP_SECONDS = 60.0
+#: keras_rnnlm.data.word2vec.ARCHITECTURES (names).
+WORD2VEC_ARCHITECTURES = ("cbow", "skipgram")
+
+CACHE_HELP = (
+    "continuous cache pointer (Grave et al. 2017): a preset (ptb: W 500, "
+    "theta 1.0, lambda 0.1; wt2: W 3785, theta 0.662, lambda 0.1279) or "
+    "window=W,theta=T,lambda=L, optionally ,reference=1 for awd-lstm-lm "
+    "pointer.py's start (plain softmax for the first W+1 tokens and each "
+    "segment's first); batch 1"
+)
+
+WORD2VEC_DESCRIPTION = (
+    "Trains gensim word2vec on a corpus's training split, tokens exactly "
+    "as the language model sees them (<unk>, one <eos> per line), one "
+    "sentence per line, and writes a word2vec file for "
+    "model.pretrained_embeddings (or --pretrained FILE). The CBOW "
+    "context paper (On the long-term learning ability of LSTM LMs, "
+    "arXiv:2106.08927) does not say what text its word2vec embeddings "
+    "were trained on."
+)
+
+
+# -- shared by the verbs and the recipes -------------------------------------
+
+
+def add_debug_flag(parser):
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the Python traceback of an error",
+    )
+
+
+def add_command(sub, target, name, **kwargs):
+    """A ``keras-rnnlm`` verb: the subparser ``name`` (``kwargs`` go to
+    ``add_parser``) run by ``target`` (``"MODULE:FUNCTION"``, called with
+    the parsed arguments), with ``--debug``."""
+    kwargs.setdefault("epilog", ENVIRONMENT)
+    parser = sub.add_parser(name, **kwargs)
+    add_debug_flag(parser)
+    parser.set_defaults(target=target)
+    return parser
+
+
+def add_set_option(parser, help=None):
+    """``--set section.key=value`` (repeatable): config overrides."""
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help=help
+        or "override a config value (JSON), e.g. --set train.epochs=2",
+    )
+
+
+def add_train_options(parser, preset_flags=("--preset",)):
+    """Adds the options shared by ``keras-rnnlm train`` and recipe files.
+
+    ``--preset NAME`` selects one of the recipe's presets (a named
+    configuration); ``--set section.key=value`` overrides one value.
+    """
+    parser.add_argument(
+        *preset_flags, dest="preset", help="the recipe preset to train"
+    )
+    add_set_option(parser)
+    parser.add_argument("--out", help="run directory (train.out_dir)")
+    parser.add_argument(
+        "--data-dir", help="corpus root (else $KERAS_RNNLM_DATA, cache)"
+    )
+    parser.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="start from scratch even if the run directory has a checkpoint",
+    )
+    parser.add_argument(
+        "--distribute",
+        choices=("none", "data_parallel"),
+        help="train.distribute: data_parallel splits the streams over "
+        "every device (JAX backend; docs/distributed.md)",
+    )
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved config and exit",
+    )
+    parser.add_argument(
+        "--pretrained",
+        metavar="FILE|train",
+        help="start from word2vec embeddings (model.pretrained_embeddings; "
+        "the CBOW context table too when the model has one): a word2vec "
+        "FILE (text, or binary if named .bin), or 'train': first train "
+        "gensim word2vec of model.embedding_dim on the run's training "
+        "split, kept in the run directory (the paper does not say what "
+        "text its embeddings were trained on)",
+    )
+    return parser
+
+
+# -- argument types ------------------------------------------------------
+
+
+def cache_setting(text):
+    """argparse type of ``--cache``: a preset (ptb, wt2) or
+    window=W,theta=T,lambda=L (see keras_rnnlm.cache_pointer)."""
+    from keras_rnnlm.cache_pointer import CacheConfig  # only with --cache
+
+    try:
+        return CacheConfig.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def masked_layer(text):
+    """argparse type of ``feature-masking --layer``: ``all`` or a layer
+    number from 1."""
+    if text.lower() == "all":
+        return "all"
+    if text.isdigit() and int(text) >= 1:
+        return int(text)
+    raise argparse.ArgumentTypeError(
+        f"a masked layer is 'all' or a layer number from 1, got {text!r}"
+    )
+
+
+# -- train, finetune -------------------------------------------------------
+
+
+def add_train_commands(sub):
+    t = add_command(
+        sub,
+        "keras_rnnlm.cli.train:run_train",
+        "train",
+        help="train a recipe preset or a config",
+    )
+    t.add_argument("recipe", nargs="?", help="recipe file (recipes/*.py)")
+    t.add_argument("--config", help="a config.json (e.g. of an earlier run)")
+    add_train_options(t)
+
+    f = add_command(
+        sub,
+        "keras_rnnlm.cli.train:run_finetune",
+        "finetune",
+        help="AWD-LSTM finetuning: averaged SGD from a run's best weights",
+    )
+    f.add_argument("run_dir")
+    f.add_argument("--rounds", type=int, default=1, help="finetuning rounds")
+    add_set_option(f, "override a value of the finetuning config")
+    f.add_argument("--no-resume", action="store_true")
+
+
+# -- the commands that read a trained run ----------------------------------
+
+
+def add_evaluation_commands(sub):
+    """Adds evaluate, tune-cache, dynamic-eval, rank, ensemble,
+    feature-masking and context-words."""
+    module = "keras_rnnlm.cli.evaluate"
+    e = add_command(
+        sub,
+        f"{module}:run_evaluate",
+        "evaluate",
+        help="evaluate a run's checkpoint",
+    )
+    e.add_argument("run_dir")
+    e.add_argument("--split", default="test", choices=SPLITS)
+    e.add_argument("--batch-size", type=int)
+    e.add_argument("--bptt", type=int)
+    e.add_argument("--weights", help="weights file (default best.weights.h5)")
+    e.add_argument("--cache", type=cache_setting, help=CACHE_HELP)
+    e.add_argument(
+        "--max-tokens", type=int, help="with --cache: the first N tokens"
+    )
+
+    t = add_command(
+        sub,
+        f"{module}:run_tune_cache",
+        "tune-cache",
+        help="grid-search the cache pointer's theta, lambda (and W) on "
+        "valid, then evaluate test",
+    )
+    _tune_cache_options(t)
+
+    d = add_command(
+        sub,
+        f"{module}:run_dynamic_eval",
+        "dynamic-eval",
+        help="dynamic evaluation (Krause et al. 2018)",
+    )
+    _dynamic_eval_options(d)
+
+    r = add_command(
+        sub,
+        f"{module}:run_rank",
+        "rank",
+        help="numerical rank of the log-probability matrix (MoS paper)",
+    )
+    r.add_argument("run_dir")
+    r.add_argument("--split", default="valid", choices=SPLITS)
+    r.add_argument(
+        "--contexts", type=int, default=20000, help="rows of the matrix"
+    )
+
+    n = add_command(
+        sub,
+        f"{module}:run_ensemble",
+        "ensemble",
+        help="perplexity of the mixture of several runs",
+    )
+    n.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    n.add_argument("--split", default="test", choices=SPLITS)
+    n.add_argument("--batch-size", type=int)
+    n.add_argument("--bptt", type=int)
+
+    f = add_command(
+        sub,
+        f"{module}:run_feature_masking",
+        "feature-masking",
+        help="perplexity with a fraction P of recurrent features masked",
+    )
+    _feature_masking_options(f)
+
+    c = add_command(
+        sub,
+        f"{module}:run_context_words",
+        "context-words",
+        help="the words nearest to a CBOW context vector (model.context)",
+    )
+    c.add_argument("run_dir")
+    c.add_argument("text", help="whitespace-tokenised text")
+    c.add_argument("--top", type=int, default=5)
+    c.add_argument("--weights", help="weights file (default best.weights.h5)")
+    c.add_argument(
+        "--content-words",
+        action="store_true",
+        help="rank only words of letters outside gensim's stop-word list",
+    )
+
+
+def _tune_cache_options(t):
+    # The grids' defaults: keras_rnnlm.evaluation.cache's, filled in by
+    # the verb.
+    t.add_argument("run_dir")
+    t.add_argument(
+        "--windows", nargs="+", type=int, help="cache sizes W to search"
+    )
+    t.add_argument("--thetas", nargs="+", type=float)
+    t.add_argument("--lambdas", nargs="+", type=float)
+    t.add_argument(
+        "--reference",
+        action="store_true",
+        help="awd-lstm-lm pointer.py's start (see --cache of evaluate)",
+    )
+    t.add_argument("--bptt", type=int, help="segment length")
+    t.add_argument("--weights", help="weights file (default best.weights.h5)")
+    t.add_argument(
+        "--max-tokens", type=int, help="use the first N tokens of each split"
+    )
+    t.add_argument("--out", help="output folder (default RUN_DIR/cache)")
+    t.add_argument(
+        "--no-test", action="store_true", help="search only, no test run"
+    )
+    return t
+
+
+def _dynamic_eval_options(d):
+    d.add_argument("run_dir")
+    d.add_argument("--split", default="test", choices=SPLITS)
+    d.add_argument(
+        "--hparams",
+        choices=DYNAMIC_PRESETS,
+        help="a named dynamic-evaluation hyperparameter set (default: "
+        "Krause et al.'s AWD-LSTM values)",
+    )
+    d.add_argument("--variant", choices=DYNAMIC_VARIANTS)
+    d.add_argument("--lr", type=float, help="learning rate eta")
+    d.add_argument(
+        "--lambda", dest="lamb", type=float, help="decay to trained weights"
+    )
+    d.add_argument("--epsilon", type=float, help="RMS stabiliser")
+    d.add_argument("--bptt", type=int, help="segment length (one update each)")
+    d.add_argument(
+        "--grad-batch-size", type=int, help="streams of the statistics pass"
+    )
+    d.add_argument("--grad-bptt", type=int, help="its window (default bptt)")
+    d.add_argument(
+        "--grad-batches",
+        type=int,
+        help="training batches for the statistics (default: all)",
+    )
+    d.add_argument(
+        "--statistics",
+        choices=DYNAMIC_STATISTICS,
+        help="mean: paper equations; sum: MoS/original code scaling",
+    )
+    d.add_argument(
+        "--max-tokens", type=int, help="score only the first N tokens"
+    )
+    d.add_argument("--weights", help="weights file (default best.weights.h5)")
+    d.add_argument("--cache", type=cache_setting, help=CACHE_HELP)
+    d.add_argument(
+        "--static",
+        action="store_true",
+        help="also report the static perplexity of the same tokens",
+    )
+    d.add_argument(
+        "--output",
+        help="JSON result (default RUN_DIR/dynamic_eval_SPLIT.json)",
+    )
+    d.add_argument(
+        "--no-jit",
+        action="store_true",
+        help="plain tf.function steps instead of XLA-compiled ones",
+    )
+    d.add_argument("--verbose", type=int, default=0)
+    return d
+
+
+def _feature_masking_options(f):
+    # --p's default: keras_rnnlm.analysis.feature_masking.DEFAULT_PS,
+    # filled in by the verb.
+    f.add_argument(
+        "run_dirs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="run directories (or .weights.h5 files inside run directories)",
+    )
+    f.add_argument(
+        "--layer",
+        nargs="+",
+        type=masked_layer,
+        default=["all"],
+        help="masked layer(s): 'all' and/or 1-based numbers; one panel each",
+    )
+    f.add_argument(
+        "--p",
+        nargs="+",
+        type=float,
+        help="masking probabilities (default 0, 0.05, ..., 0.5)",
+    )
+    f.add_argument("--runs", type=int, default=5, help="masks per P")
+    f.add_argument("--split", default="test", choices=SPLITS)
+    f.add_argument("--out", default="feature_masking", help="output folder")
+    f.add_argument("--seed", type=int, default=0, help="mask seed")
+    f.add_argument("--batch-size", type=int, help="evaluation streams")
+    f.add_argument("--bptt", type=int, help="evaluation window")
+    f.add_argument(
+        "--max-tokens", type=int, help="evaluate the first N tokens only"
+    )
+    f.add_argument("--labels", nargs="+", help="legend names, one per run")
+    return f
+
+
+# -- score, rescore, export --------------------------------------------------
+
+
+def add_scoring_commands(sub):
+    """Adds the score, rescore and export subcommands to ``sub``."""
+    module = "keras_rnnlm.cli.scoring"
+    s = add_command(
+        sub,
+        f"{module}:run_score",
+        "score",
+        help="log10 probability of each line",
+    )
+    s.add_argument("model", help="run directory or exported SavedModel")
+    s.add_argument("file", nargs="?", default="-", help="text file (- stdin)")
+    s.add_argument(
+        "--json",
+        action="store_true",
+        help="JSON lines output (default: TSV with the line escaped)",
+    )
+    s.add_argument("--no-bos", action="store_true", help="see Scorer docs")
+    s.add_argument("--no-eos", action="store_true", help="no </s> term")
+    s.add_argument("--weights", help="weights file of a run directory")
+    s.add_argument(
+        "--document",
+        action="store_true",
+        help="the lines are one document: the recurrent state (and the "
+        "cache) carried from line to line (a sentence-level run resets the "
+        "recurrent state at each sentence, as in training), --no-bos for "
+        "its first line",
+    )
+    s.add_argument(
+        "--cache", type=cache_setting, help=CACHE_HELP + "; needs --document"
+    )
+
+    r = add_command(
+        sub,
+        f"{module}:run_rescore",
+        "rescore",
+        help="rescore N-best lists with the LM",
+    )
+    r.add_argument("model", help="run directory or exported SavedModel")
+    r.add_argument(
+        "nbest", help="N-best file: utt_id<TAB>hypothesis<TAB>base score"
+    )
+    r.add_argument("--lm-weight", type=float, default=1.0)
+    r.add_argument(
+        "--word-penalty",
+        type=float,
+        default=0.0,
+        help="added per hypothesis word (word-insertion penalty if < 0)",
+    )
+    r.add_argument("--reference", help="utt_id<TAB>reference: report WER")
+    r.add_argument("--out", help="write the re-ranked lists here")
+    r.add_argument("--weights", help="weights file of a run directory")
+
+    e = add_command(
+        sub,
+        f"{module}:run_export",
+        "export",
+        help="export a run as a TF SavedModel",
+    )
+    e.add_argument("run_dir")
+    e.add_argument("out", help="OUT/NAME/VERSION, e.g. models/ptb_lm/1")
+    e.add_argument("--weights", help="weights file (default best.weights.h5)")
+    e.add_argument("--top-k", type=int, default=10)
+    e.add_argument(
+        "--xla",
+        action="store_true",
+        help="fused XLA-compiled recurrent loop (TF Serving then needs "
+        "--xla_cpu_compilation_enabled); default: the generic loop",
+    )
+    e.add_argument(
+        "--portable",
+        action="store_true",
+        help="the default (no XLA-compiled function); kept for old scripts",
+    )
+    e.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=EXPORT_MAX_BATCH_SIZE,
+        help="rows per call of an endpoint (default %(default)s)",
+    )
+    e.add_argument(
+        "--max-tokens",
+        type=int,
+        default=EXPORT_MAX_TOKENS,
+        help="token budget of one call, rows x padded length; bounds its "
+        "memory (default %(default)s)",
+    )
+    e.add_argument("--overwrite", action="store_true")
+    e.add_argument(
+        "--no-warmup-file",
+        dest="warmup",
+        action="store_false",
+        help="do not write assets.extra/tf_serving_warmup_requests (the "
+        "requests TF Serving replays at load)",
+    )
+    e.add_argument(
+        "--warmup-max-length",
+        type=int,
+        default=None,
+        help="longest padded length of the warm-up requests (default: "
+        f"{EXPORT_WARMUP_MAX_LENGTH}, at most --max-tokens)",
+    )
+
+
+# -- serve -------------------------------------------------------------------
+
+
+def add_serve_command(sub):
+    # The per-request limits' defaults: keras_rnnlm.serving.limits.Limits's,
+    # filled in by the verb.
+    s = add_command(
+        sub,
+        "keras_rnnlm.cli.serve:run_serve",
+        "serve",
+        help="serve an exported model with TF Serving's REST and gRPC APIs",
+    )
+    s.add_argument(
+        "base_dir",
+        nargs="?",
+        help="MODEL_BASE_DIR with numeric versions (or --model-config-file)",
+    )
+    s.add_argument("--model-name")
+    s.add_argument(
+        "--model-config-file",
+        help="TF Serving's ModelServerConfig (text format, one model): "
+        "name, base_path, model_version_policy, version_labels",
+    )
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--rest-port", type=int, default=8501)
+    s.add_argument("--grpc-port", type=int, default=8500)
+    s.add_argument(
+        "--no-batching",
+        action="store_true",
+        help="run each request alone (default: merge concurrent requests)",
+    )
+    s.add_argument("--max-batch-size", type=int, default=32)
+    s.add_argument("--batch-timeout-micros", type=int, default=2000)
+    s.add_argument("--max-enqueued", type=int, default=256)
+    s.add_argument("--num-threads", type=int, default=4)
+    s.add_argument("--max-body-bytes", type=int)
+    s.add_argument("--max-rows", type=int)
+    s.add_argument("--max-sentence-tokens", type=int)
+    s.add_argument("--request-timeout", type=float)
+    s.add_argument(
+        "--read-timeout",
+        type=float,
+        help="seconds for a REST request's headers and body to arrive",
+    )
+    s.add_argument(
+        "--max-connections", type=int, help="open REST connections at most"
+    )
+    s.add_argument(
+        "--poll-seconds",
+        type=float,
+        default=1.0,
+        help="how often to look for a new version (0: never)",
+    )
+    s.add_argument("--drain-seconds", type=float, default=30.0)
+    s.add_argument(
+        "--no-warmup",
+        action="store_true",
+        help="serve a version without warming it up (no warm-up file "
+        "replay, no bucket calls)",
+    )
+    s.add_argument(
+        "--warmup-seconds",
+        type=float,
+        default=SERVE_WARMUP_SECONDS,
+        help="time budget of the bucket warm-up of one version, shortest "
+        "buckets first (default: %(default)s)",
+    )
+    s.add_argument("--access-log", help="file (default: stderr)")
+
+
+# -- word2vec ----------------------------------------------------------------
+
+
+def add_word2vec_command(sub):
+    w = add_command(
+        sub,
+        "keras_rnnlm.cli.word2vec:run_word2vec",
+        "word2vec",
+        help="train word2vec embeddings (gensim) on a corpus's training split",
+        description=WORD2VEC_DESCRIPTION,
+    )
+    w.add_argument(
+        "--corpus", required=True, help="registry name or a directory"
+    )
+    w.add_argument("--data-dir", help="corpus root (else $KERAS_RNNLM_DATA)")
+    w.add_argument(
+        "--level", choices=("word", "char"), help="for a corpus directory"
+    )
+    w.add_argument("--dim", type=int, required=True, help="vector size")
+    w.add_argument(
+        "--out",
+        required=True,
+        help="word2vec file to write (binary if named .bin, else text)",
+    )
+    w.add_argument(
+        "--format",
+        choices=("auto", "text", "binary"),
+        default="auto",
+        help="file format (auto: by the --out name)",
+    )
+    w.add_argument("--window", type=int, default=5, help="context window")
+    w.add_argument(
+        "--min-count",
+        type=int,
+        default=1,
+        help="words seen fewer times get no vector (default 1: all)",
+    )
+    w.add_argument("--epochs", type=int, default=5, help="training passes")
+    w.add_argument(
+        "--architecture", choices=WORD2VEC_ARCHITECTURES, default="cbow"
+    )
+    w.add_argument("--seed", type=int, default=1, help="gensim's seed")
+    w.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="gensim threads (1: reproducible vectors)",
+    )
+    return w
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="keras-rnnlm",
+        description="Recurrent language models for Keras 3",
+        epilog=ENVIRONMENT,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_train_commands(sub)
+    add_evaluation_commands(sub)
+    add_scoring_commands(sub)
+    add_serve_command(sub)
+    add_word2vec_command(sub)
+    return parser
