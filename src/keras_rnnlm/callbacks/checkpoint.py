@@ -48,6 +48,47 @@ def finite_training_state(model):
     return True
 
 
+def saved_progress(run_dir):
+    """Where the checkpoint of the run directory ``run_dir`` stands, read
+    from its files alone (no model): ``{"checkpoint": the checkpoint
+    directory (absolute) or None, "epochs_done": whole epochs saved,
+    "batches_done": batches of the next epoch saved (a mid-epoch
+    checkpoint), "epoch_batches": that epoch's number of batches (or
+    None), "stopped": whether a callback stopped training at the last
+    saved epoch (NT-ASGD's stop_on_nonmono)}``."""
+    directory = os.path.abspath(os.path.join(run_dir, CHECKPOINT_DIR))
+    state = None
+    state_path = os.path.join(directory, CHECKPOINT_STATE_FILE)
+    if os.path.exists(state_path) and os.path.exists(
+        os.path.join(directory, CHECKPOINT_WEIGHTS_FILE)
+    ):
+        with open(state_path) as f:
+            state = json.load(f)
+    partial = _read_partial(directory, state)
+    epochs_done = 0 if state is None else int(state["epoch"]) + 1
+    return {
+        "checkpoint": directory if state or partial else None,
+        "epochs_done": epochs_done,
+        "batches_done": int(partial["batches_done"]) if partial else 0,
+        "epoch_batches": partial.get("epoch_batches") if partial else None,
+        "stopped": bool(state and state.get("stopped")),
+    }
+
+
+def _read_partial(directory, epoch_state):
+    """The mid-epoch checkpoint state of the epoch after ``epoch_state``'s
+    (``None`` if there is none, or one left over from an older epoch)."""
+    path = os.path.join(directory, PARTIAL_STATE_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        partial = json.load(f)
+    expected = 0 if epoch_state is None else epoch_state["epoch"] + 1
+    if partial["epoch"] != expected:
+        return None  # left over from an older epoch
+    return partial
+
+
 def _remove_quietly(*paths):
     for path in paths:
         try:
@@ -234,6 +275,7 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         self._pending_metrics = None
         self._epoch = 0
         self._counter = 0
+        self._saved_at = None
         self._since = 0
         self._clock = time.monotonic()
 
@@ -275,6 +317,8 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             "callbacks": {c.state_key: c.get_state() for c in self._stateful()},
             "stream": self.stream.get_state() if self.stream else None,
             "seed_generators": seed_generator_states(self.model),
+            # a callback (NT-ASGD's stop_on_nonmono) ended the run here
+            "stopped": bool(self.model.stop_training) and self.diverged is None,
         }
         # Both files are written in full to temporary names first, then
         # renamed over the old pair (weights, then the state naming them):
@@ -381,6 +425,37 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             return
         self._save_partial(self.stream.start + batch + 1)
 
+    def save_batch(self, batch, logs=None):
+        """Writes a mid-epoch checkpoint after batch ``batch`` (index in
+        the ``fit`` call) now, as :meth:`on_train_batch_end` does when one
+        is due (an interrupted run: :class:`~keras_rnnlm.callbacks.
+        interrupt.StopOnSignal`); nothing when this batch's is written
+        already, when the run has no stream or when the logs or the state
+        are not finite (the newest checkpoint stays the previous one)."""
+        if self.stream is None:
+            return
+        done = self.stream.start + batch + 1
+        if self._saved_at == (self._epoch, done) or not finite_logs(logs):
+            return
+        sync_model_state(self.model)
+        if not finite_training_state(self.model):
+            self._diverge(self._epoch, f"the weights after batch {batch}")
+            return
+        self._save_partial(done)
+
+    def progress(self):
+        """:func:`saved_progress` of the run, with the number of batches
+        of a mid-epoch checkpoint's epoch from the stream."""
+        progress = saved_progress(os.path.dirname(self.directory))
+        if (
+            progress["batches_done"]
+            and progress["epoch_batches"] is None
+            and self.stream is not None
+            and self.stream.epoch == progress["epochs_done"]
+        ):
+            progress["epoch_batches"] = self.stream.start + len(self.stream)
+        return progress
+
     def _confirm(self, good):
         tag, previous = self._unconfirmed
         self._unconfirmed = None
@@ -404,6 +479,7 @@ class TrainingCheckpoint(keras.callbacks.Callback):
                     _remove_quietly(os.path.join(self.directory, name))
 
     def _save_partial(self, batches_done):
+        self._saved_at = (self._epoch, int(batches_done))
         self._counter += 1
         tag = f"partial-{self._counter}"
         weights = f"{tag}.weights.h5"
@@ -452,6 +528,7 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         state = {
             "epoch": self._epoch,
             "batches_done": int(batches_done),
+            "epoch_batches": self.stream.start + len(self.stream),
             "counter": self._counter,
             "weights": weights,
             "arrays": arrays,
@@ -481,14 +558,7 @@ class TrainingCheckpoint(keras.callbacks.Callback):
                 os.remove(os.path.join(self.directory, name))
 
     def _read_partial(self, epoch_state):
-        if not os.path.exists(self.partial_state_path):
-            return None
-        with open(self.partial_state_path) as f:
-            partial = json.load(f)
-        expected = 0 if epoch_state is None else epoch_state["epoch"] + 1
-        if partial["epoch"] != expected:
-            return None  # left over from an older epoch
-        return partial
+        return _read_partial(self.directory, epoch_state)
 
     def _load_partial_arrays(self, partial):
         path = os.path.join(self.directory, partial["arrays"])

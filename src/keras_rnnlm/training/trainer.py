@@ -5,7 +5,9 @@ differs between papers is the model config (layers, head), the callbacks
 (schedules, averaging) and, later, model losses (AR/TAR) -- never the loop.
 """
 
+import json
 import os
+import shutil
 
 import keras
 
@@ -16,11 +18,14 @@ from keras_rnnlm.callbacks import NaNGuard
 from keras_rnnlm.callbacks import ResetStates
 from keras_rnnlm.callbacks import RunMetadata
 from keras_rnnlm.callbacks import RunProgbar
+from keras_rnnlm.callbacks import StopOnSignal
 from keras_rnnlm.callbacks import TrainingCheckpoint
 from keras_rnnlm.callbacks import TrainingDivergedError
+from keras_rnnlm.callbacks import TrainingInterrupted
 from keras_rnnlm.callbacks import Validation
 from keras_rnnlm.callbacks import make_lr_schedule
 from keras_rnnlm.callbacks.bptt_lr import SequenceLengthLRScale
+from keras_rnnlm.callbacks.checkpoint import saved_progress
 from keras_rnnlm.callbacks.nt_asgd import NTASGD
 from keras_rnnlm.callbacks.nt_asgd import nonmono_interval
 from keras_rnnlm.callbacks.regularization import RegularizerLogger
@@ -46,6 +51,7 @@ from keras_rnnlm.optimizers import SGD
 from keras_rnnlm.runs import CHECKPOINT_DIR
 from keras_rnnlm.runs import CONFIG_FILE
 from keras_rnnlm.runs import LOG_FILE
+from keras_rnnlm.runs import RESULTS_FILE
 from keras_rnnlm.runs import TENSORBOARD_DIR
 from keras_rnnlm.runs import VOCAB_FILE
 from keras_rnnlm.runs import atomic_write_text
@@ -178,7 +184,9 @@ def make_train_stream(config, corpus):
     )
 
 
-def train(config, callbacks=(), resume=True, init_weights=None):
+def train(
+    config, callbacks=(), resume=True, init_weights=None, reevaluate=False
+):
     """Trains ``config`` and evaluates the best checkpoint.
 
     Writes into ``config.train.out_dir``: ``config.json``, ``vocab.json``,
@@ -194,9 +202,22 @@ def train(config, callbacks=(), resume=True, init_weights=None):
             saved for resume.
         resume: continue from ``out_dir/checkpoint`` if it exists (a run
             killed at any point loses at most the work since the last
-            epoch end or mid-epoch checkpoint, ``train.checkpoint_every_*``).
+            epoch end or mid-epoch checkpoint, ``train.checkpoint_every_*``;
+            one stopped by Ctrl-C or SIGTERM loses nothing); ``False``
+            removes the checkpoint and starts over.
         init_weights: a ``.weights.h5`` file to start from (finetuning);
             ignored when resuming from a checkpoint.
+        reevaluate: a run whose training is complete and evaluated
+            (``results.json``) returns its results at once, unless this
+            is true: then its best weights are evaluated again.
+
+    It first prints where the run is (the absolute ``out_dir``) and
+    whether it starts, resumes (at which epoch and batch) or is complete.
+    SIGINT (Ctrl-C) or SIGTERM during training write a checkpoint at the
+    current batch and raise :class:`~keras_rnnlm.callbacks.
+    TrainingInterrupted`, which says where it is
+    (:class:`~keras_rnnlm.callbacks.StopOnSignal`); a second signal ends
+    the process at once.
 
     With ``train.distribute = "data_parallel"`` (JAX), the model is
     built, trained and validated under the data-parallel
@@ -211,6 +232,23 @@ def train(config, callbacks=(), resume=True, init_weights=None):
     Returns:
         The results dict (also in ``results.json``).
     """
+    out = os.path.abspath(config.train.out_dir)
+    if resume:
+        check_resumable(config)
+        progress = saved_progress(out)
+        if _complete(progress, config.train.epochs):
+            results = _read_results(out)
+            done = f"{progress['epochs_done']}/{config.train.epochs} epochs"
+            if results is not None and not reevaluate:
+                print(
+                    f"{out} is complete ({done}; results in "
+                    f"{os.path.join(out, RESULTS_FILE)}): nothing to do "
+                    "(--re-evaluate evaluates it again, --set "
+                    "train.epochs=N trains it on, --no-resume starts over)"
+                )
+                return results
+            print(f"{out} is trained ({done}): evaluating its best weights")
+            return evaluate_run(config.train.out_dir, config=config)
     distribution = make_distribution(config)
     with distribution_scope(distribution):
         corpus = _train(config, callbacks, resume, init_weights)
@@ -224,14 +262,39 @@ def train(config, callbacks=(), resume=True, init_weights=None):
         return evaluate_run(config.train.out_dir, config=config, corpus=corpus)
 
 
+def _complete(progress, epochs):
+    """Whether a run's checkpoint (:func:`saved_progress`) ends its
+    training: every epoch done, or a callback stopped it."""
+    if progress["checkpoint"] is None or progress["batches_done"]:
+        return False
+    return progress["epochs_done"] >= epochs or progress["stopped"]
+
+
+def _read_results(out):
+    path = os.path.join(out, RESULTS_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def _make_run_dir(out):
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ConfigError(
+            f"{out} is a file, not a run directory: give another --out "
+            "(train.out_dir)"
+        )
+    os.makedirs(out, exist_ok=True)
+
+
 def _train(config, callbacks, resume, init_weights):
     """Trains ``config`` (see :func:`train`); returns the loaded corpus."""
     out = config.train.out_dir
     writer = is_writer()  # process 0 of several writes
     if writer:
-        os.makedirs(out, exist_ok=True)
-    if resume:
-        check_resumable(config)
+        _make_run_dir(out)
+        if not resume:  # starting over: no stale checkpoint to resume
+            shutil.rmtree(os.path.join(out, CHECKPOINT_DIR), ignore_errors=True)
     corpus, model = prepare_run(config)
     n_params = model_parameters(model)
     print(f"{config.name}: {n_params:,} parameters")
@@ -268,15 +331,18 @@ def _train(config, callbacks, resume, init_weights):
     )
     initial_epoch = checkpoint.restore(model) if resume else 0
     skip = checkpoint.resume_batches
+    where = os.path.abspath(out)
+    epochs = f"epoch {initial_epoch + 1}/{t.epochs}"
     if skip:
-        print(
-            f"Resuming {out} in epoch {initial_epoch + 1} after {skip} batches"
-        )
+        batches = stream.start + len(stream)
+        print(f"Resuming {where} at {epochs} after batch {skip}/{batches}")
     elif initial_epoch:
-        print(f"Resuming {out} at epoch {initial_epoch + 1}")
+        print(f"Resuming {where} at {epochs}")
     elif init_weights:
         model.load_weights(init_weights)
-        print(f"Starting from {init_weights}")
+        print(f"Starting a new run in {where} from {init_weights}")
+    else:
+        print(f"Starting a new run in {where}")
     meta = {"resumed_at": initial_epoch, "parameters": n_params}
     if not (skip or initial_epoch or init_weights):  # a fresh run
         pretrained = apply_pretrained_embeddings(
@@ -285,6 +351,8 @@ def _train(config, callbacks, resume, init_weights):
         if pretrained:
             print(describe_pretrained(pretrained))
             meta["pretrained_embeddings"] = pretrained
+    stop = StopOnSignal(checkpoint)
+    progbar = RunProgbar(config.train.epochs, stream)
     cbs = [
         RunMetadata(out, config.to_dict(), meta),
         ResetStates(),
@@ -301,9 +369,15 @@ def _train(config, callbacks, resume, init_weights):
         curve,
         checkpoint,
         EpochLog(os.path.join(out, LOG_FILE), checkpoint),
-        RunProgbar(config.train.epochs),
+        stop,
+        progbar,
     ]
-    _fit_epochs(model, stream, config, initial_epoch, cbs, skip)
+    try:
+        with stop.listening():
+            _fit_epochs(model, stream, config, initial_epoch, cbs, skip)
+    except TrainingInterrupted:
+        progbar.close_line()
+        raise
     if nan_guard.diverged_at is not None or checkpoint.diverged is not None:
         raise TrainingDivergedError(
             _divergence_message(nan_guard, checkpoint, best)

@@ -1,0 +1,236 @@
+"""Ctrl-C (SIGINT) or SIGTERM during training: a checkpoint at the
+current batch, :class:`TrainingInterrupted` naming it, and a resume that
+ends exactly (bit for bit) where the uninterrupted run does -- whether
+the signal came in the middle of an epoch, during validation or during a
+checkpoint write."""
+
+import csv
+import json
+import os
+import signal
+
+import keras
+import numpy as np
+import pytest
+
+from keras_rnnlm.callbacks import TrainingInterrupted
+from keras_rnnlm.callbacks.validation import Validation
+from keras_rnnlm.config import RunConfig
+from keras_rnnlm.config import apply_overrides
+from keras_rnnlm.training import prepare_run
+from keras_rnnlm.training import train
+
+
+def _config(corpus_dir, out, *overrides):
+    """The tiny run of ``tests/conftest.py`` (``tiny_config``), with
+    dropout (the seed generators' state matters) and mid-epoch
+    checkpoints every 10 batches."""
+    config = RunConfig.from_dict(
+        {
+            "name": "tiny",
+            "data": {
+                "corpus": corpus_dir,
+                "level": "word",
+                "batch_size": 4,
+                "bptt": 8,
+                "eval_batch_size": 2,
+                "test_batch_size": 1,
+            },
+            "model": {
+                "embedding_dim": 16,
+                "hidden_sizes": [16, 16],
+                "init_range": 0.1,
+                "dropout": 0.3,
+            },
+            "train": {
+                "epochs": 2,
+                "optimizer": "adam",
+                "learning_rate": 0.01,
+                "clipnorm": 5.0,
+                "out_dir": str(out),
+                "tensorboard": False,
+                "verbose": 0,
+                "checkpoint_every_steps": 10,
+                "jit_compile": False
+                if keras.backend.backend() == "tensorflow"
+                else "auto",
+            },
+        }
+    )
+    return apply_overrides(config, list(overrides))
+
+
+@pytest.fixture(scope="module")
+def straight(tiny_corpus_dir, tmp_path_factory):
+    """The uninterrupted run, once for the module."""
+    out = tmp_path_factory.mktemp("straight") / "run"
+    config = _config(tiny_corpus_dir, out)
+    train(config)
+    return config
+
+
+class _Signal(keras.callbacks.Callback):
+    """Sends ``signum`` to this process at the end of batch ``batch``
+    (index in the ``fit`` call) of ``epoch``, as Ctrl-C would."""
+
+    def __init__(self, epoch, batch, signum=signal.SIGINT):
+        super().__init__()
+        self.epoch, self.batch, self.signum = epoch, batch, signum
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if (self._epoch, batch) == (self.epoch, self.batch):
+            signal.raise_signal(self.signum)
+
+
+def _checkpoint_weights(config):
+    _, model = prepare_run(config)
+    model.optimizer.build(model.trainable_variables)
+    model.load_weights(
+        os.path.join(config.train.out_dir, "checkpoint", "last.weights.h5")
+    )
+    return [np.asarray(w) for w in model.get_weights()]
+
+
+def _log(config):
+    with open(os.path.join(config.train.out_dir, "log.csv")) as f:
+        return list(csv.DictReader(f))
+
+
+def _assert_same_run(straight, resumed):
+    """The weights and optimizer state, the epoch log and the results of
+    the two runs are equal, bit for bit."""
+    pairs = zip(_checkpoint_weights(straight), _checkpoint_weights(resumed))
+    for a, b in pairs:
+        np.testing.assert_array_equal(a, b)
+    assert _log(straight) == _log(resumed)
+    results = []
+    for config in (straight, resumed):
+        with open(os.path.join(config.train.out_dir, "results.json")) as f:
+            r = json.load(f)
+        results.append({s: r[s]["nll"] for s in ("valid", "test")})
+    assert results[0] == results[1]
+
+
+def _handlers():
+    return [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)]
+
+
+@pytest.mark.parametrize(
+    "signum",
+    [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)],
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_a_signal_mid_epoch_saves_that_batch_and_resumes_exactly(
+    straight, tiny_corpus_dir, tmp_path, signum
+):
+    config = _config(tiny_corpus_dir, tmp_path / "run")
+    handlers = _handlers()
+    with pytest.raises(TrainingInterrupted) as info:
+        train(config, callbacks=[_Signal(1, 14, signum)])
+    assert _handlers() == handlers  # the previous handlers are back
+    e = info.value
+    assert e.signum == signum
+    assert e.exit_status == 128 + signum
+    # the checkpoint is at the batch of the signal, not at the last
+    # scheduled one (batch 10)
+    assert (e.epoch, e.batch) == (2, 15)
+    assert e.batches > 15
+    ckpt = os.path.join(os.path.abspath(config.train.out_dir), "checkpoint")
+    assert e.checkpoint == ckpt
+    assert f"epoch 2, batch 15/{e.batches}" in str(e)
+    partial = json.load(open(os.path.join(ckpt, "partial.json")))
+    assert (partial["epoch"], partial["batches_done"]) == (1, 15)
+    train(config)
+    _assert_same_run(straight, config)
+
+
+def test_a_signal_during_validation_stops_after_the_epoch_checkpoint(
+    straight, tiny_corpus_dir, tmp_path, monkeypatch
+):
+    config = _config(tiny_corpus_dir, tmp_path / "run")
+    evaluate = Validation.evaluate
+
+    def interrupted_evaluate(self):
+        signal.raise_signal(signal.SIGINT)  # during the first validation
+        return evaluate(self)
+
+    monkeypatch.setattr(Validation, "evaluate", interrupted_evaluate)
+    with pytest.raises(TrainingInterrupted) as info:
+        train(config)
+    monkeypatch.undo()
+    # validation and the epoch's checkpoint finished: a resume starts
+    # at the next epoch
+    assert (info.value.epoch, info.value.batch) == (2, 0)
+    assert "the start of epoch 2" in str(info.value)
+    state = json.load(
+        open(os.path.join(config.train.out_dir, "checkpoint", "state.json"))
+    )
+    assert state["epoch"] == 0 and "val_loss" in state["history"][0]
+    assert len(_log(config)) == 1
+    train(config)
+    _assert_same_run(straight, config)
+
+
+@pytest.mark.slow
+def test_a_signal_during_a_checkpoint_write_lets_it_finish(
+    straight, tiny_corpus_dir, tmp_path, monkeypatch
+):
+    """A signal in the middle of the mid-epoch checkpoint after batch 20
+    of epoch 1 (and, in another run, of the epoch checkpoint of epoch 1):
+    the write completes, the run stops there without a second write."""
+    save_weights = keras.Model.save_weights
+    writes = []
+
+    def interrupted_save(model, filepath, *args, **kwargs):
+        name = os.path.basename(str(filepath))
+        if f"{os.sep}checkpoint{os.sep}" in str(filepath):
+            writes.append(name)
+            if name.startswith(target):
+                signal.raise_signal(signal.SIGINT)
+        return save_weights(model, filepath, *args, **kwargs)
+
+    monkeypatch.setattr(keras.Model, "save_weights", interrupted_save)
+    # partial-2: the second mid-epoch checkpoint, after batch 20
+    for target, where in (("partial-2.", (1, 20)), ("last.", (2, 0))):
+        writes.clear()
+        config = _config(tiny_corpus_dir, tmp_path / target.strip("."))
+        with pytest.raises(TrainingInterrupted) as info:
+            train(config)
+        assert (info.value.epoch, info.value.batch) == where
+        assert writes[-1].startswith(target)  # nothing written after it
+        ckpt = os.path.join(config.train.out_dir, "checkpoint")
+        assert not [n for n in os.listdir(ckpt) if "tmp" in n]
+    monkeypatch.undo()
+    for target in ("partial-2", "last"):
+        config = _config(tiny_corpus_dir, tmp_path / target)
+        train(config)
+        _assert_same_run(straight, config)
+
+
+@pytest.mark.slow
+def test_a_signal_without_mid_epoch_checkpoints_saves_its_batch(
+    tiny_corpus_dir, tmp_path
+):
+    """Without ``train.checkpoint_every_*`` the signal still saves the
+    batch it came at."""
+    config = _config(
+        tiny_corpus_dir,
+        tmp_path / "run",
+        "train.checkpoint_every_steps=null",
+        "train.checkpoint_every_minutes=null",
+        "train.epochs=1",
+    )
+    with pytest.raises(TrainingInterrupted) as info:
+        train(config, callbacks=[_Signal(0, 4)])
+    assert (info.value.epoch, info.value.batch) == (1, 5)
+    progress = []
+
+    class Batches(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            progress.append(batch)
+
+    train(config, callbacks=[Batches()])
+    assert len(progress) == info.value.batches - 5
