@@ -198,8 +198,9 @@ def load_phase(make_client, port, clients, seconds, sentences):
 
 
 def pct(values, q):
-    if not values:
-        return None
+    """The ``q``-th percentile of ``values`` (None when empty)."""
+    if len(values) < 2:
+        return values[0] if values else None
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
