@@ -114,8 +114,7 @@ class Table:
 THREADS = ("1", "2", "default")
 PACKAGE = ("keras_rnnlm", "keras", "fused")
 QUALITY_NOTE = (
-    "perplexity (bits per character for the character models) and, in "
-    "brackets, the paper's"
+    "the paper's in brackets; bits per character for character models"
 )
 TABLES = (
     Table(
@@ -138,6 +137,19 @@ TABLES = (
         cell="unit",
     ),
     Table(
+        "Whole epochs through the trainer beside the original awd-lstm-lm",
+        ("upstream_epochs",),
+        r"(?P<row>.+?)_(?P<col>train_epoch_s|first_epoch_end|val_ppl_epoch\d+)",
+        (
+            ("train_epoch_s", "s an epoch"),
+            ("first_epoch_end", "first epoch ends, s"),
+            (r"val_ppl_epoch\d+", "validation ppl"),
+        ),
+        kinds=("throughput", "latency", "quality"),
+        hide_models=("keras",),
+        note="x salesforce/awd-lstm-lm's main.py, same run",
+    ),
+    Table(
         "Training and evaluation against PyTorch",
         ("throughput", "awd", "awd_threads", "multiplicative", "multicell"),
         r"(?P<row>(?!mmlstm_vs_)(?!multicell_layer).+?)"
@@ -149,8 +161,7 @@ TABLES = (
         ),
         models=PACKAGE,
         hide_models=("*",),
-        note="the package's tok/s (char/s: character models) and its ratio "
-        "to PyTorch in the same run",
+        note="tok/s, char/s for the character models; x PyTorch, same run",
     ),
     Table(
         "CBOW context module",
@@ -159,8 +170,7 @@ TABLES = (
         (("train", "training"), ("eval", "evaluation")),
         models=("uniform", "positional", "idf", "none_sentence"),
         join_threads=True,
-        note="the small WikiText-2 model's tok/s with the module over its "
-        "tok/s without it, in the same process",
+        note="small WikiText-2 model: tok/s with / without it, same process",
     ),
     Table(
         "Scoring: exported SavedModel, in-process Scorer, PyTorch",
@@ -173,11 +183,10 @@ TABLES = (
             ("one_sentence", "one sentence, p50 ms"),
         ),
         kinds=("throughput", "latency"),
-        note="ratios to PyTorch in the same run",
+        note="x PyTorch, same run",
     ),
     Table(
-        "Export variants: the default and the XLA export (`score_text`, "
-        "and the replay of the TF Serving warm-up file)",
+        "Export variants: `score_text` and the TF Serving warm-up replay",
         ("export", "warmup_replay"),
         r"export_(score_text_)?(?P<col>batch32|one_sentence|warmup_replay)",
         (
@@ -187,7 +196,7 @@ TABLES = (
         ),
         kinds=("throughput", "latency"),
         threads_cols=True,
-        note="ratios to the default export",
+        note="x the default export",
     ),
     Table(
         "Serving: `keras-rnnlm serve` under load",
@@ -195,8 +204,7 @@ TABLES = (
         r"serving_(?P<row_api>rest|grpc)_(?P<col>c\d+)_(?P<row>.*)",
         (("c1", "1 client"), ("c32", "32 clients")),
         hide_models=("*",),
-        note="sentences/s and the ratio to the export called in process on "
-        "batches of 32",
+        note="sentences/s; x the export called in process, batches of 32",
     ),
     Table(
         "CBOW context module against published results",
@@ -289,23 +297,24 @@ def _row_order(item):
 
 def table_lines(table, entries):
     """The lines of one table over ``entries`` (``(stem, record)`` of one
-    machine class); ``[]`` when none matches."""
-    rows = {}
+    machine class): a heading (the title and its note), the table (its
+    first header cell links to the RESULTS.md sections of its records);
+    ``[]`` when no record matches."""
+    rows, stems = {}, []
     for stem, rec in entries:
         found = table.matches(stem, rec)
         if found is not None:
             label, col = found
             cells = rows.setdefault(table.key(label, rec), {})
             cells.setdefault(col, []).append(rec)
+            stems += [stem] if stem not in stems else []
     if not rows:
         return []
-    stems = [f for f in table.files if any(s == f for s, _ in entries)]
     links = ", ".join(f"[{s}]({RESULTS_LINK}#{s})" for s in stems)
-    note = f"{table.note}; " if table.note else ""
-    head = table.head()
+    head = [f"records: {links}"] + table.head()[1:]
+    note = f" ({table.note})" if table.note else ""
     lines = [
-        f"**{table.title}** ({note}all records: {links})",
-        "",
+        f"#### {table.title}{note}",
         "| " + " | ".join(head) + " |",
         "|" + " --- |" * len(head),
     ]
@@ -334,9 +343,7 @@ def headline_lines(records):
         tables = [table_lines(t, classes[cls]) for t in TABLES]
         tables = [t for t in tables if t]
         if tables:
-            lines.append(f"### {cls}")
-            if lines[-2:-1] == [""]:
-                lines.pop(-2)
+            lines += [f"### {cls}", ""]
             for t in tables:
                 lines += t
     while lines and not lines[-1]:

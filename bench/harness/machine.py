@@ -104,8 +104,8 @@ def device_class(rec):
     Records written before the CPU's model and ISA were recorded (device
     ``CPU x86_64, 2 cores``) form a class of their own."""
     dev = rec.get("device") or "unknown device"
-    if dev.startswith("GPU "):
-        return dev.split(";")[0].strip()
+    if dev.startswith("GPU "):  # GPU <name> [(memory, driver)][; software]
+        return re.sub(r"\s*\(.*", "", dev.split(";")[0]).strip()
     cpu = rec.get("cpu")
     if isinstance(cpu, dict) and cpu.get("model"):
         # keras_rnnlm's run environment: {"model", "isa": [flags], "cores"}
