@@ -40,7 +40,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     from keras_rnnlm.cli.main import run_command  # loads Keras: a verb runs
 
-    return run_command(args)
+    return run_command(args, argv)
 
 
 __all__ = ["build_parser", "main"]

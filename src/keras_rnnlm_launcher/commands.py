@@ -95,24 +95,52 @@ def add_set_option(parser, help=None):
     )
 
 
-def add_train_options(parser, preset_flags=("--preset",)):
+def add_train_options(parser, preset_flags=("--preset",), presets=None):
     """Adds the options shared by ``keras-rnnlm train`` and recipe files.
 
     ``--preset NAME`` selects one of the recipe's presets (a named
-    configuration); ``--set section.key=value`` overrides one value.
+    configuration; ``presets``: their names, listed in the help, first
+    the default); ``--set section.key=value`` overrides one value.
     """
+    if presets:
+        names = list(presets)
+        preset_help = (
+            f"the preset to train (default: {names[0]}): "
+            + ", ".join(sorted(names))
+        )
+    else:
+        preset_help = (
+            "the recipe's preset to train (default: its DEFAULT_PRESET; "
+            "python RECIPE.py --help lists them)"
+        )
     parser.add_argument(
-        *preset_flags, dest="preset", help="the recipe preset to train"
+        *preset_flags, dest="preset", metavar="NAME", help=preset_help
     )
     add_set_option(parser)
-    parser.add_argument("--out", help="run directory (train.out_dir)")
     parser.add_argument(
-        "--data-dir", help="corpus root (else $KERAS_RNNLM_DATA, cache)"
+        "--out",
+        metavar="DIR",
+        help="run directory (train.out_dir; default: the preset's, under "
+        "the current directory)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="folder holding the corpora (data.data_dir; else "
+        "$KERAS_RNNLM_DATA, then the Keras cache)",
     )
     parser.add_argument(
         "--no-resume",
         action="store_true",
-        help="start from scratch even if the run directory has a checkpoint",
+        help="start from scratch even if the run directory has a checkpoint "
+        "(the checkpoint is removed)",
+    )
+    parser.add_argument(
+        "--re-evaluate",
+        dest="reevaluate",
+        action="store_true",
+        help="a run that is already complete: evaluate its best weights "
+        "again (without it, such a run exits at once)",
     )
     parser.add_argument(
         "--distribute",
@@ -184,10 +212,14 @@ def add_train_commands(sub):
         "finetune",
         help="AWD-LSTM finetuning: averaged SGD from a run's best weights",
     )
-    f.add_argument("run_dir")
+    f.add_argument("run_dir", help="run directory of the NT-ASGD run")
     f.add_argument("--rounds", type=int, default=1, help="finetuning rounds")
     add_set_option(f, "override a value of the finetuning config")
-    f.add_argument("--no-resume", action="store_true")
+    f.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="start each round from scratch even if it has a checkpoint",
+    )
 
 
 # -- the commands that read a trained run ----------------------------------
@@ -203,10 +235,9 @@ def add_evaluation_commands(sub):
         "evaluate",
         help="evaluate a run's checkpoint",
     )
-    e.add_argument("run_dir")
-    e.add_argument("--split", default="test", choices=SPLITS)
-    e.add_argument("--batch-size", type=int)
-    e.add_argument("--bptt", type=int)
+    e.add_argument("run_dir", help=RUN_DIR_HELP)
+    _split_option(e, "test")
+    _batch_size_options(e)
     e.add_argument("--weights", help="weights file (default best.weights.h5)")
     e.add_argument("--cache", type=cache_setting, help=CACHE_HELP)
     e.add_argument(
@@ -236,8 +267,8 @@ def add_evaluation_commands(sub):
         "rank",
         help="numerical rank of the log-probability matrix (MoS paper)",
     )
-    r.add_argument("run_dir")
-    r.add_argument("--split", default="valid", choices=SPLITS)
+    r.add_argument("run_dir", help=RUN_DIR_HELP)
+    _split_option(r, "valid")
     r.add_argument(
         "--contexts", type=int, default=20000, help="rows of the matrix"
     )
@@ -248,10 +279,11 @@ def add_evaluation_commands(sub):
         "ensemble",
         help="perplexity of the mixture of several runs",
     )
-    n.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    n.add_argument("--split", default="test", choices=SPLITS)
-    n.add_argument("--batch-size", type=int)
-    n.add_argument("--bptt", type=int)
+    n.add_argument(
+        "run_dirs", nargs="+", metavar="RUN_DIR", help="the runs to mix"
+    )
+    _split_option(n, "test")
+    _batch_size_options(n)
 
     f = add_command(
         sub,
@@ -267,9 +299,14 @@ def add_evaluation_commands(sub):
         "context-words",
         help="the words nearest to a CBOW context vector (model.context)",
     )
-    c.add_argument("run_dir")
+    c.add_argument("run_dir", help=RUN_DIR_HELP)
     c.add_argument("text", help="whitespace-tokenised text")
-    c.add_argument("--top", type=int, default=5)
+    c.add_argument(
+        "--top",
+        type=int,
+        default=5,
+        help="words to list (default %(default)s)",
+    )
     c.add_argument("--weights", help="weights file (default best.weights.h5)")
     c.add_argument(
         "--content-words",
@@ -278,15 +315,48 @@ def add_evaluation_commands(sub):
     )
 
 
+RUN_DIR_HELP = "run directory (of keras-rnnlm train)"
+
+
+def _split_option(parser, default):
+    parser.add_argument(
+        "--split",
+        default=default,
+        choices=SPLITS,
+        help="the corpus split (default %(default)s)",
+    )
+
+
+def _batch_size_options(parser):
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        help="streams evaluated at once (default: the run's "
+        "data.eval_batch_size for valid, data.test_batch_size for test)",
+    )
+    parser.add_argument(
+        "--bptt",
+        type=int,
+        help="evaluation window (default: the run's data.eval_bptt)",
+    )
+
+
 def _tune_cache_options(t):
     # The grids' defaults: keras_rnnlm.evaluation.cache's, filled in by
     # the verb.
-    t.add_argument("run_dir")
+    t.add_argument("run_dir", help=RUN_DIR_HELP)
     t.add_argument(
         "--windows", nargs="+", type=int, help="cache sizes W to search"
     )
-    t.add_argument("--thetas", nargs="+", type=float)
-    t.add_argument("--lambdas", nargs="+", type=float)
+    t.add_argument(
+        "--thetas", nargs="+", type=float, help="flatness values to search"
+    )
+    t.add_argument(
+        "--lambdas",
+        nargs="+",
+        type=float,
+        help="interpolation weights of the cache to search",
+    )
     t.add_argument(
         "--reference",
         action="store_true",
@@ -305,15 +375,20 @@ def _tune_cache_options(t):
 
 
 def _dynamic_eval_options(d):
-    d.add_argument("run_dir")
-    d.add_argument("--split", default="test", choices=SPLITS)
+    d.add_argument("run_dir", help=RUN_DIR_HELP)
+    _split_option(d, "test")
     d.add_argument(
         "--hparams",
         choices=DYNAMIC_PRESETS,
         help="a named dynamic-evaluation hyperparameter set (default: "
         "Krause et al.'s AWD-LSTM values)",
     )
-    d.add_argument("--variant", choices=DYNAMIC_VARIANTS)
+    d.add_argument(
+        "--variant",
+        choices=DYNAMIC_VARIANTS,
+        help="rms: RMS-normalised updates with decay to the trained "
+        "weights (the paper's); sgd: plain SGD updates",
+    )
     d.add_argument("--lr", type=float, help="learning rate eta")
     d.add_argument(
         "--lambda", dest="lamb", type=float, help="decay to trained weights"
@@ -353,7 +428,12 @@ def _dynamic_eval_options(d):
         action="store_true",
         help="plain tf.function steps instead of XLA-compiled ones",
     )
-    d.add_argument("--verbose", type=int, default=0)
+    d.add_argument(
+        "--verbose",
+        type=int,
+        default=0,
+        help="1: print the progress (default 0: none)",
+    )
     return d
 
 
@@ -380,7 +460,7 @@ def _feature_masking_options(f):
         help="masking probabilities (default 0, 0.05, ..., 0.5)",
     )
     f.add_argument("--runs", type=int, default=5, help="masks per P")
-    f.add_argument("--split", default="test", choices=SPLITS)
+    _split_option(f, "test")
     f.add_argument("--out", default="feature_masking", help="output folder")
     f.add_argument("--seed", type=int, default=0, help="mask seed")
     f.add_argument("--batch-size", type=int, help="evaluation streams")
@@ -436,7 +516,13 @@ def add_scoring_commands(sub):
     r.add_argument(
         "nbest", help="N-best file: utt_id<TAB>hypothesis<TAB>base score"
     )
-    r.add_argument("--lm-weight", type=float, default=1.0)
+    r.add_argument(
+        "--lm-weight",
+        type=float,
+        default=1.0,
+        help="weight of the LM's log10 probability added to the base "
+        "score (default %(default)s)",
+    )
     r.add_argument(
         "--word-penalty",
         type=float,
@@ -453,10 +539,15 @@ def add_scoring_commands(sub):
         "export",
         help="export a run as a TF SavedModel",
     )
-    e.add_argument("run_dir")
+    e.add_argument("run_dir", help=RUN_DIR_HELP)
     e.add_argument("out", help="OUT/NAME/VERSION, e.g. models/ptb_lm/1")
     e.add_argument("--weights", help="weights file (default best.weights.h5)")
-    e.add_argument("--top-k", type=int, default=10)
+    e.add_argument(
+        "--top-k",
+        type=int,
+        default=10,
+        help="next words the next-word endpoint returns (default %(default)s)",
+    )
     e.add_argument(
         "--xla",
         action="store_true",
@@ -481,7 +572,11 @@ def add_scoring_commands(sub):
         help="token budget of one call, rows x padded length; bounds its "
         "memory (default %(default)s)",
     )
-    e.add_argument("--overwrite", action="store_true")
+    e.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing export at OUT/NAME/VERSION",
+    )
     e.add_argument(
         "--no-warmup-file",
         dest="warmup",
@@ -515,28 +610,80 @@ def add_serve_command(sub):
         nargs="?",
         help="MODEL_BASE_DIR with numeric versions (or --model-config-file)",
     )
-    s.add_argument("--model-name")
+    s.add_argument(
+        "--model-name", help="the model's name in request URLs and specs"
+    )
     s.add_argument(
         "--model-config-file",
         help="TF Serving's ModelServerConfig (text format, one model): "
         "name, base_path, model_version_policy, version_labels",
     )
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--rest-port", type=int, default=8501)
-    s.add_argument("--grpc-port", type=int, default=8500)
+    s.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default %(default)s)",
+    )
+    s.add_argument(
+        "--rest-port",
+        type=int,
+        default=8501,
+        help="REST port (default %(default)s)",
+    )
+    s.add_argument(
+        "--grpc-port",
+        type=int,
+        default=8500,
+        help="gRPC port (default %(default)s)",
+    )
     s.add_argument(
         "--no-batching",
         action="store_true",
         help="run each request alone (default: merge concurrent requests)",
     )
-    s.add_argument("--max-batch-size", type=int, default=32)
-    s.add_argument("--batch-timeout-micros", type=int, default=2000)
-    s.add_argument("--max-enqueued", type=int, default=256)
-    s.add_argument("--num-threads", type=int, default=4)
-    s.add_argument("--max-body-bytes", type=int)
-    s.add_argument("--max-rows", type=int)
-    s.add_argument("--max-sentence-tokens", type=int)
-    s.add_argument("--request-timeout", type=float)
+    s.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=32,
+        help="rows of merged requests run at once (default %(default)s)",
+    )
+    s.add_argument(
+        "--batch-timeout-micros",
+        type=int,
+        default=2000,
+        help="how long a request waits for others to merge with "
+        "(default %(default)s)",
+    )
+    s.add_argument(
+        "--max-enqueued",
+        type=int,
+        default=256,
+        help="requests waiting at most; more are refused (default %(default)s)",
+    )
+    s.add_argument(
+        "--num-threads",
+        type=int,
+        default=4,
+        help="threads running the batches (default %(default)s)",
+    )
+    s.add_argument(
+        "--max-body-bytes",
+        type=int,
+        help="largest REST body or gRPC message",
+    )
+    s.add_argument(
+        "--max-rows", type=int, help="rows (sentences) of one request at most"
+    )
+    s.add_argument(
+        "--max-sentence-tokens",
+        type=int,
+        help="tokens of one sentence or prefix at most",
+    )
+    s.add_argument(
+        "--request-timeout",
+        type=float,
+        help="seconds before an unanswered request gets DEADLINE_EXCEEDED "
+        "(REST 504)",
+    )
     s.add_argument(
         "--read-timeout",
         type=float,
@@ -551,7 +698,13 @@ def add_serve_command(sub):
         default=1.0,
         help="how often to look for a new version (0: never)",
     )
-    s.add_argument("--drain-seconds", type=float, default=30.0)
+    s.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=30.0,
+        help="on shutdown, time left to requests in flight (default "
+        "%(default)s)",
+    )
     s.add_argument(
         "--no-warmup",
         action="store_true",
@@ -607,7 +760,10 @@ def add_word2vec_command(sub):
     )
     w.add_argument("--epochs", type=int, default=5, help="training passes")
     w.add_argument(
-        "--architecture", choices=WORD2VEC_ARCHITECTURES, default="cbow"
+        "--architecture",
+        choices=WORD2VEC_ARCHITECTURES,
+        default="cbow",
+        help="word2vec's model (default %(default)s)",
     )
     w.add_argument("--seed", type=int, default=1, help="gensim's seed")
     w.add_argument(

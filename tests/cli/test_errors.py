@@ -28,7 +28,7 @@ def test_unknown_key_through_a_recipe_script_is_one_line():
     p = run_as_user([RECIPE, "--set", "model.hiden=1", "--print-config"])
     assert p.returncode == 2
     line = _one_line(p.stderr)
-    assert line.startswith("keras-rnnlm train: error:") and "hiden" in line
+    assert line.startswith("zaremba_ptb.py: error:") and "hiden" in line
 
 
 def test_missing_corpus_through_a_recipe_script_is_one_line(tmp_path):

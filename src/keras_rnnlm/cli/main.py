@@ -7,9 +7,11 @@ nor this package until a verb runs.
 """
 
 import importlib
+import sys
 
 from keras_rnnlm._malloc import tune_malloc
 from keras_rnnlm.cli.errors import debug_requested
+from keras_rnnlm.cli.errors import resume_command
 from keras_rnnlm.cli.errors import run_reporting_errors
 from keras_rnnlm_launcher import build_parser
 from keras_rnnlm_launcher import main
@@ -21,15 +23,23 @@ def command_function(target):
     return getattr(importlib.import_module(module), name)
 
 
-def run_command(args):
-    """Runs the verb of parsed ``keras-rnnlm`` arguments; returns its exit
-    status (2 after a user error). First sets glibc's allocator for
-    TensorFlow's compiled loops (:func:`keras_rnnlm._malloc.tune_malloc`:
-    before the first TensorFlow op starts its compute threads)."""
+def run_command(args, argv=None):
+    """Runs the verb of parsed ``keras-rnnlm`` arguments (parsed from
+    ``argv``, default ``sys.argv[1:]``: what an interrupted training
+    names to resume); returns its exit status (2 after a user error).
+    First sets glibc's allocator for TensorFlow's compiled loops
+    (:func:`keras_rnnlm._malloc.tune_malloc`: before the first TensorFlow
+    op starts its compute threads)."""
     tune_malloc()
     func = command_function(args.target)
     debug = args.debug or debug_requested([])
-    return run_reporting_errors(args.command, lambda: func(args), debug)
+    argv = sys.argv[1:] if argv is None else argv
+    return run_reporting_errors(
+        args.command,
+        lambda: func(args),
+        debug,
+        resume=resume_command(argv, ["keras-rnnlm"]),
+    )
 
 
 __all__ = ["build_parser", "command_function", "main", "run_command"]

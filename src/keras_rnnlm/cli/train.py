@@ -16,6 +16,7 @@ import textwrap
 from keras_rnnlm._malloc import tune_malloc
 from keras_rnnlm.cli.errors import UsageError
 from keras_rnnlm.cli.errors import debug_requested
+from keras_rnnlm.cli.errors import resume_command
 from keras_rnnlm.cli.errors import run_reporting_errors
 from keras_rnnlm.config import apply_overrides
 from keras_rnnlm.config import load_config
@@ -76,7 +77,11 @@ def run_train(args, presets=None, preset=None):
         return 0
     if args.pretrained == TRAIN_WORD2VEC:
         ensure_run_word2vec(config, resume=not args.no_resume)
-    train(config, resume=not args.no_resume)
+    train(
+        config,
+        resume=not args.no_resume,
+        reevaluate=getattr(args, "reevaluate", False),
+    )
     return 0
 
 
@@ -103,29 +108,86 @@ def recipe_main(presets, default, description=None, argv=None, axes=None):
             several choices (e.g. ``{"cell": (...), "size": (...)}`` for
             ``--cell mlstm --size paper`` -> preset ``mlstm-paper``, see
             :func:`~keras_rnnlm.recipe.preset_name`); ``--preset NAME``
-            still selects a preset by its full name.
+            still selects a preset by its full name (giving both is a
+            usage error).
 
-    Returns the exit status (0, or 2 after a user error). Training first
-    sets glibc's allocator (:func:`keras_rnnlm._malloc.tune_malloc`; the
-    help's epilog says how to keep glibc's defaults).
+    Returns the exit status (0, or 2 after a user error; 130 or 143 after
+    Ctrl-C or SIGTERM). Messages start with the script's name. Training
+    first sets glibc's allocator (:func:`keras_rnnlm._malloc.tune_malloc`;
+    the help's epilog says how to keep glibc's defaults).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(
-        description=description,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=textwrap.fill(ENVIRONMENT),
-    )
-    add_train_options(parser)
-    add_debug_flag(parser)
-    for flag, (choices, value) in (axes or {}).items():
-        parser.add_argument(f"--{flag}", choices=choices, default=value)
+    axes = dict(axes or {})
+    parser = recipe_parser(presets, default, description, axes)
     args = parser.parse_args(argv)
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    program = ["python", script or parser.prog]
 
     def run():
         tune_malloc()
+        given = [f for f in axes if hasattr(args, f)]
+        if args.preset is not None and given:
+            flags = " ".join(f"--{f} {getattr(args, f)}" for f in given)
+            raise UsageError(
+                f"--preset {args.preset} and {flags} both choose a preset: "
+                f"give --preset NAME or the {_axis_flags(axes)} choices"
+            )
         preset = args.preset
         if preset is None and axes:
-            preset = preset_name(**{f: getattr(args, f) for f in axes})
+            preset = preset_name(
+                **{f: getattr(args, f, v) for f, (_, v) in axes.items()}
+            )
         return run_train(args, presets, preset or default)
 
-    return run_reporting_errors("train", run, args.debug or debug_requested([]))
+    return run_reporting_errors(
+        "train",
+        run,
+        args.debug or debug_requested([]),
+        prog=parser.prog,
+        resume=resume_command(argv, program),
+    )
+
+
+def recipe_parser(presets, default, description=None, axes=None):
+    """The parser of a recipe file's command line (see
+    :func:`recipe_main`): the train options, ``--preset`` listing the
+    preset names, and a flag with help per axis."""
+    axes = dict(axes or {})
+    parser = argparse.ArgumentParser(
+        description=description,
+        formatter_class=_RecipeHelpFormatter,
+        epilog=textwrap.fill(ENVIRONMENT),
+    )
+    names = [default, *(name for name in presets if name != default)]
+    add_train_options(parser, presets=names)
+    add_debug_flag(parser)
+    for flag, (choices, value) in axes.items():
+        parser.add_argument(
+            f"--{flag}",
+            choices=choices,
+            default=argparse.SUPPRESS,
+            help=_axis_help(flag, axes, value),
+        )
+    return parser
+
+
+class _RecipeHelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The recipe's docstring as written; option help wrapped between
+    words only (a preset name such as ``mgru-paper`` stays whole)."""
+
+    def _split_lines(self, text, width):
+        text = " ".join(text.split())
+        return textwrap.wrap(text, width, break_on_hyphens=False)
+
+
+def _axis_flags(axes):
+    return " ".join(f"--{f}" for f in axes)
+
+
+def _axis_help(flag, axes, value):
+    name = "-".join(f.upper() for f in axes)
+    default = "none" if value is None else value
+    return (
+        f"the {flag} of the preset {name} (default: {default}; "
+        f"or --preset NAME)"
+    )
