@@ -111,7 +111,8 @@ class RunProgbar(keras.callbacks.ProgbarLogger):
     def on_epoch_begin(self, epoch, logs=None):
         now = time.monotonic()
         if self._epoch_ended is not None:
-            # the previous epoch's end: validation, checkpoints, plots
+            # the previous epoch's end, from its last batch: validation,
+            # checkpoints, plots
             self._end_time += now - self._epoch_ended
             self._ends += 1
             self._epoch_ended = None
@@ -159,7 +160,7 @@ class RunProgbar(keras.callbacks.ProgbarLogger):
 
     def on_epoch_end(self, epoch, logs=None):
         now = time.monotonic()
-        self._epoch_ended = now
+        self._epoch_ended = self._last_batch_end or now
         if not self.verbose:
             return
         self.close_line()
