@@ -1,0 +1,274 @@
+"""How long the command line takes to answer ``--help``, and ``import
+keras_rnnlm``: wall time of fresh processes, the median of ``--repeats``.
+
+    python -m bench.cli_start                      # this checkout
+    python -m bench.cli_start --baseline c5d8e1d   # and a commit, interleaved
+
+Each command runs in a fresh Python process with the checkout's ``src``
+first on ``PYTHONPATH``. ``keras-rnnlm ARGS`` is run as its console script
+runs it: the ``[project.scripts]`` entry of that checkout's
+``pyproject.toml`` (``from MODULE import FUNC; sys.exit(FUNC())``), so a
+commit is measured with its own entry point. ``--baseline COMMIT``
+extracts that commit's ``src`` and ``pyproject.toml`` (``git archive``)
+into a temporary folder and runs every command there too, alternating
+with this checkout in each repeat; the records then carry the commit's
+median as their ``reference``.
+
+One record per command goes to ``bench/results/startup.jsonl`` (kind
+``latency``, seconds): the CPU (model, widest vector ISA and the vector
+extensions from ``lscpu``), the thread settings of the environment, the
+library versions and the load. Standard library only.
+"""
+
+import argparse
+import datetime
+import importlib.metadata
+import io
+import json
+import os
+import platform
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+OUT = os.path.join(HERE, "results", "startup.jsonl")
+
+#: (record name, command as typed, how to run it)
+COMMANDS = (
+    ("cli_help", "keras-rnnlm --help", ("cli", "--help")),
+    ("cli_train_help", "keras-rnnlm train --help", ("cli", "train", "--help")),
+    ("cli_score_help", "keras-rnnlm score --help", ("cli", "score", "--help")),
+    ("import_keras_rnnlm", 'python -c "import keras_rnnlm"', ("import",)),
+)
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "TF_NUM_INTRAOP_THREADS",
+    "TF_NUM_INTEROP_THREADS",
+    "XLA_FLAGS",
+    "KERAS_BACKEND",
+    "KERAS_RNNLM_MALLOC",
+    "TF_CPP_MIN_LOG_LEVEL",
+)
+LIBRARIES = ("keras", "tensorflow", "numpy", "jax")
+#: x86 flags, widest first, and the ISA they name.
+X86_ISAS = (
+    ("avx512f", "AVX-512"),
+    ("avx2", "AVX2"),
+    ("avx", "AVX"),
+    ("sse4_2", "SSE4.2"),
+)
+VECTOR_FLAG = re.compile(r"^(sse|ssse|avx|fma|f16c|amx|vnni|gfni|vaes|vpcl)")
+
+
+def lscpu():
+    """``lscpu``'s ``key: value`` lines (empty where it is missing)."""
+    try:
+        text = subprocess.run(
+            ["lscpu"], capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    info = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        info.setdefault(key.strip(), value.strip())
+    return info
+
+
+def cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count()
+
+
+def cpu_fields():
+    """The CPU model, its widest vector ISA and its vector extensions."""
+    info = lscpu()
+    flags = info.get("Flags", "").split()
+    isa = next(
+        (name for flag, name in X86_ISAS if flag in flags), platform.machine()
+    )
+    model = info.get("Model name") or platform.processor() or "unknown"
+    return {
+        "device": f"CPU {model}, {isa}, {cores()} cores",
+        "cpu": model,
+        "isa": isa,
+        "isa_extensions": [f for f in flags if VECTOR_FLAG.match(f)],
+        "cores": cores(),
+    }
+
+
+def versions():
+    out = {"python": platform.python_version()}
+    for name in LIBRARIES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git(*args):
+    return subprocess.run(
+        ["git", "-C", ROOT, *args], capture_output=True, check=True
+    ).stdout
+
+
+def git_commit():
+    head = git("rev-parse", "--short", "HEAD").decode().strip()
+    dirty = git("status", "--porcelain", "--untracked=no").strip()
+    return head + ("+dirty" if dirty else "")
+
+
+def extract(commit, folder):
+    """``commit``'s ``src`` and ``pyproject.toml`` under ``folder``."""
+    data = git("archive", "--format=tar", commit, "src", "pyproject.toml")
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(folder, filter="data")
+    return folder
+
+
+def entry_point(tree):
+    """``(module, function)`` of the ``keras-rnnlm`` console script in
+    ``tree``'s ``pyproject.toml``."""
+    with open(os.path.join(tree, "pyproject.toml")) as f:
+        text = f.read()
+    m = re.search(r'^keras-rnnlm\s*=\s*"([\w.]+):(\w+)"', text, re.M)
+    if not m:
+        raise SystemExit(f"no keras-rnnlm script in {tree}/pyproject.toml")
+    return m.groups()
+
+
+def argv_of(how, tree):
+    """The ``python`` arguments of a command (see :data:`COMMANDS`)."""
+    if how[0] == "import":
+        return ["-c", "import keras_rnnlm"]
+    module, func = entry_point(tree)
+    code = f"import sys; from {module} import {func}; sys.exit({func}())"
+    return ["-c", code, *how[1:]]
+
+
+def time_once(argv, tree):
+    env = dict(os.environ, PYTHONPATH=os.path.join(tree, "src"))
+    start = time.perf_counter()
+    p = subprocess.run(
+        [sys.executable, *argv], capture_output=True, text=True, env=env
+    )
+    seconds = time.perf_counter() - start
+    if p.returncode != 0:
+        raise SystemExit(
+            f"{argv} in {tree} exited {p.returncode}:\n{p.stderr[-2000:]}"
+        )
+    if "--help" in argv and "usage:" not in p.stdout:
+        raise SystemExit(f"{argv} in {tree} printed no usage:\n{p.stdout}")
+    return seconds
+
+
+def measure(trees, repeats):
+    """``{(tree, name): [seconds, ...]}``, the trees alternating within
+    each repeat (one warm-up pass of every command first, untimed)."""
+    samples = {}
+    for rep in range(repeats + 1):
+        for name, _, how in COMMANDS:
+            for tree in trees:
+                s = time_once(argv_of(how, tree), tree)
+                if rep:
+                    samples.setdefault((tree, name), []).append(round(s, 3))
+    return samples
+
+
+def record(name, typed, how, samples, trees, baseline):
+    """One command's record (without the fields every record shares)."""
+    now = samples[(ROOT, name)]
+    rec = {
+        "kind": "latency",
+        "name": name,
+        "model": typed,
+        "value": round(statistics.median(now), 3),
+        "unit": "s",
+        "reference": None,
+        "reference_name": None,
+        "ratio": None,
+        "samples": now,
+    }
+    if baseline:
+        before = samples[(trees[1], name)]
+        rec["reference"] = round(statistics.median(before), 3)
+        rec["reference_name"] = f"commit {baseline}"
+        rec["ratio"] = round(rec["value"] / rec["reference"], 3)
+        rec["reference_samples"] = before
+    if how[0] == "cli":
+        code = argv_of(how, ROOT)[1]
+        rec["run_as"] = f"the console script's code: {code}"
+    return rec
+
+
+def shared_fields(args, argv, load_start, load_end):
+    """The machine, threads, libraries, load and command of the run."""
+    command = "python -m bench.cli_start " + shlex.join(
+        sys.argv[1:] if argv is None else argv
+    )
+    return {
+        **cpu_fields(),
+        "threads": "default",
+        "interop": "default",
+        "thread_env": {v: os.environ.get(v) for v in THREAD_VARIABLES},
+        "versions": versions(),
+        "repeats": args.repeats,
+        "load_start": load_start,
+        "load_end": load_end,
+        "note": args.note,
+        "date": datetime.date.today().isoformat(),
+        "command": command.strip(),
+        "git_commit": git_commit(),
+        "load_average": load_start[0],
+    }
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--baseline", metavar="COMMIT", help="also time this commit")
+    p.add_argument("--note", default="", help="recorded as is")
+    p.add_argument("--out", default=OUT)
+    p.add_argument("--no-record", action="store_true")
+    args = p.parse_args(argv)
+
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    with tempfile.TemporaryDirectory() as tmp:
+        trees = [ROOT]
+        if args.baseline:
+            trees.append(extract(args.baseline, tmp))
+        samples = measure(trees, args.repeats)
+    load_end = [round(x, 2) for x in os.getloadavg()]
+
+    shared = shared_fields(args, argv, load_start, load_end)
+    records = []
+    for name, typed, how in COMMANDS:
+        rec = record(name, typed, how, samples, trees, args.baseline)
+        records.append({**rec, **shared})
+        line = f"{typed:32s} {rec['value']:6.3f} s"
+        if args.baseline:
+            line += f"  ({args.baseline}: {rec['reference']:.3f} s)"
+        print(line)
+    if args.no_record:
+        return 0
+    with open(args.out, "a") as f:
+        for rec in records:
+            f.write(json.dumps(rec) + "\n")
+    print(f"appended {len(records)} records to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
