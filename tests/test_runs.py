@@ -13,7 +13,7 @@ from keras_rnnlm.runs import run_weights
 
 
 def test_load_run_says_what_is_missing(tmp_path):
-    with pytest.raises(FileNotFoundError, match="No run directory"):
+    with pytest.raises(FileNotFoundError, match="No such file or directory"):
         load_run(str(tmp_path / "nope"))
     with pytest.raises(FileNotFoundError, match=f"no {CONFIG_FILE}"):
         load_run(str(tmp_path))

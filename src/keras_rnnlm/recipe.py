@@ -7,6 +7,7 @@ This module only finds and resolves presets; the command line lives in
 :mod:`keras_rnnlm.cli`.
 """
 
+import errno
 import importlib.util
 import os
 
@@ -28,7 +29,7 @@ def config_from_preset(presets, name, overrides=()):
 def load_recipe(path):
     """Imports a recipe file by path; returns its module."""
     if not os.path.exists(path):
-        raise FileNotFoundError(f"Recipe file not found: {path}")
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
     name = os.path.splitext(os.path.basename(path))[0]
     spec = importlib.util.spec_from_file_location(f"recipe_{name}", path)
     module = importlib.util.module_from_spec(spec)

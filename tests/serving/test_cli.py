@@ -61,7 +61,7 @@ def test_serve_needs_a_base_dir(tmp_path, capsys):
 
     missing = str(tmp_path / "none")
     assert main(["serve", missing, "--model-name", "x"]) == 2
-    assert "No model base directory" in capsys.readouterr().err
+    assert f"No such file or directory: {missing}" in capsys.readouterr().err
 
 
 @pytest.mark.slow

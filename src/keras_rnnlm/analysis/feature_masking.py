@@ -48,6 +48,7 @@ is covered and no traced step is rebuilt between runs.
 """
 
 import csv
+import errno
 import math
 import os
 
@@ -270,7 +271,9 @@ def feature_masking(
     for path, label in zip(paths, _labels(paths, labels)):
         run_dir, weights = resolve_checkpoint(path)
         if not os.path.exists(weights):
-            raise FileNotFoundError(f"No weights at {weights}")
+            raise FileNotFoundError(
+                errno.ENOENT, os.strerror(errno.ENOENT), weights
+            )
         config, corpus = open_run(run_dir)
         d = config.data
         defaults = {

@@ -52,6 +52,19 @@ class UsageError(Exception):
     """A bad combination of command-line arguments."""
 
 
+def output_folder(path, flag="--out"):
+    """Creates the output folder ``path`` (of option ``flag``) if needed,
+    before any work; a file there is a usage error naming the flag."""
+    if path is None:
+        return None
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(
+            f"{flag} {path} is a file: give a folder (new or existing)"
+        )
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
 def debug_requested(argv):
     """Whether ``--debug`` is among ``argv`` or ``KERAS_RNNLM_DEBUG`` is
     set."""
@@ -135,12 +148,7 @@ def _interrupted_message(prog, e, resume):
 def _message(e):
     if isinstance(e, KeyError) and e.args:
         return str(e.args[0])
-    if type(e) in (
-        OSError,
-        FileNotFoundError,
-        PermissionError,
-        IsADirectoryError,
-    ):
-        if e.filename and e.strerror:
-            return f"{e.strerror}: {e.filename}"
+    if isinstance(e, OSError) and e.filename and e.strerror:
+        # one wording for a path: "No such file or directory: PATH"
+        return f"{e.strerror}: {e.filename}"
     return str(e) or type(e).__name__

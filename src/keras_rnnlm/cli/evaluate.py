@@ -11,6 +11,7 @@ from keras_rnnlm.analysis.feature_masking import feature_masking
 from keras_rnnlm.analysis.feature_masking import plot_curves
 from keras_rnnlm.analysis.feature_masking import write_csv
 from keras_rnnlm.cli.errors import UsageError
+from keras_rnnlm.cli.errors import output_folder
 from keras_rnnlm.cli.train import options_of
 from keras_rnnlm.evaluation.cache import DEFAULT_LAMBDAS
 from keras_rnnlm.evaluation.cache import DEFAULT_THETAS
@@ -57,6 +58,7 @@ def _evaluate_with_cache(args):
 def run_tune_cache(args):
     """``keras-rnnlm tune-cache``; a grid not given is the library's
     (``DEFAULT_WINDOWS``, ``DEFAULT_THETAS``, ``DEFAULT_LAMBDAS``)."""
+    output_folder(args.out)
     r = tune_cache_run(
         args.run_dir,
         test=not args.no_test,
@@ -125,13 +127,13 @@ def run_dynamic_eval(args):
 def run_feature_masking(args):
     """``keras-rnnlm feature-masking``; without ``--p``, the paper's
     probabilities (``DEFAULT_PS``)."""
+    output_folder(args.out)
     rows = feature_masking(
         args.run_dirs,
         layers=args.layer,
         ps=args.p or list(DEFAULT_PS),
         **options_of(args, FEATURE_MASKING_OPTIONS),
     )
-    os.makedirs(args.out, exist_ok=True)
     csv_path = os.path.join(args.out, "feature_masking.csv")
     png_path = os.path.join(args.out, "feature_masking.png")
     write_csv(rows, csv_path)

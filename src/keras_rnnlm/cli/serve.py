@@ -23,6 +23,7 @@ once (within ``--warmup-seconds``). SIGTERM (or Ctrl-C) lets in-flight
 requests finish.
 """
 
+import errno
 import logging
 import os
 import sys
@@ -84,7 +85,9 @@ def run_serve(args):
             "give MODEL_BASE_DIR and --model-name, or --model-config-file"
         )
     if not os.path.isdir(args.base_dir):
-        raise FileNotFoundError(f"No model base directory at {args.base_dir!r}")
+        raise FileNotFoundError(
+            errno.ENOENT, os.strerror(errno.ENOENT), args.base_dir
+        )
     defaults = Limits()
     for flag, default in (
         ("max_body_bytes", defaults.max_body_bytes),

@@ -25,6 +25,7 @@ from keras_tuner.src.distribute import utils as keras_tuner_distribute
 
 from keras_rnnlm._malloc import tune_malloc
 from keras_rnnlm.cli.errors import debug_requested
+from keras_rnnlm.cli.errors import output_folder
 from keras_rnnlm.cli.errors import run_reporting_errors
 from keras_rnnlm.layers.multicell_lstm import STRATEGIES
 from keras_rnnlm.recipe import config_from_preset
@@ -56,7 +57,12 @@ MULTICELL_KEYS += ["best_epoch", "status"]
 
 def add_search_arguments(parser, out, max_trials=10, epochs=3):
     """The options every ``recipes/tune_*.py`` shares."""
-    parser.add_argument("--tuner", choices=sorted(TUNERS), default="random")
+    parser.add_argument(
+        "--tuner",
+        choices=sorted(TUNERS),
+        default="random",
+        help="Keras Tuner's search (default %(default)s)",
+    )
     parser.add_argument(
         "--max-trials", type=int, default=max_trials, help="trial budget"
     )
@@ -64,10 +70,23 @@ def add_search_arguments(parser, out, max_trials=10, epochs=3):
         "--epochs", type=int, default=epochs, help="epoch budget per trial"
     )
     parser.add_argument("--seed", type=int, default=1234, help="tuner seed")
-    parser.add_argument("--out", default=out)
-    parser.add_argument("--overwrite", action="store_true")
+    parser.add_argument(
+        "--out",
+        default=out,
+        help="the search's folder (default %(default)s)",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start the search over (default: continue the one in --out)",
+    )
     add_set_option(parser, "override a config value of the base preset")
-    parser.add_argument("--data-dir")
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="folder holding the corpora (else $KERAS_RNNLM_DATA, then the "
+        "Keras cache)",
+    )
     parser.add_argument(
         "--pretrained",
         metavar="FILE",
@@ -109,7 +128,7 @@ def make_tuner(hypermodel, args, project_name="search"):
     A distributed worker never overwrites the project (the chief does,
     once, for everyone).
     """
-    os.makedirs(args.out, exist_ok=True)
+    output_folder(args.out)
     return TUNERS[args.tuner](
         hypermodel,
         objective=OBJECTIVE,
@@ -200,8 +219,19 @@ def _pyplot():
 def multicell_parser(description=None, size="small", out="runs/tune_multicell"):
     p = _parser(description)
     p.add_argument("--size", default=size, help="base recipe preset")
-    p.add_argument("--cells", type=int, nargs="+", default=list(PAPER_CELLS))
-    p.add_argument("--strategies", nargs="+", default=list(STRATEGIES))
+    p.add_argument(
+        "--cells",
+        type=int,
+        nargs="+",
+        default=list(PAPER_CELLS),
+        help="candidate numbers of cells (default: the paper's)",
+    )
+    p.add_argument(
+        "--strategies",
+        nargs="+",
+        default=list(STRATEGIES),
+        help="candidate strategies of combining the cells (default: all)",
+    )
     return add_search_arguments(p, out=out)
 
 
@@ -268,7 +298,13 @@ def major_minor_parser(
     description=None, preset="cpu", out="runs/tune_mmlstm_ratio"
 ):
     p = _parser(description)
-    p.add_argument("--search", choices=("ratio", "hidden"), default="ratio")
+    p.add_argument(
+        "--search",
+        choices=("ratio", "hidden"),
+        default="ratio",
+        help="ratio: the major/minor proportions; hidden: the LSTM sizes "
+        "(default %(default)s)",
+    )
     p.add_argument(
         "--recipe",
         help="base recipe: a name in recipes/ or a path (default: the "
@@ -282,7 +318,11 @@ def major_minor_parser(
         help="searched layers, from 1 (ratio: all; hidden: 1)",
     )
     p.add_argument(
-        "--proportions", type=float, nargs="+", default=list(DECILES)
+        "--proportions",
+        type=float,
+        nargs="+",
+        default=list(DECILES),
+        help="candidate major proportions (default: the deciles)",
     )
     p.add_argument(
         "--shared", action="store_true", help="one proportion for all"
@@ -292,14 +332,35 @@ def major_minor_parser(
         default="base",
         help="parameter budget: base, none or a number of parameters",
     )
-    p.add_argument("--solve-layers", type=int, nargs="+")
-    p.add_argument("--size-step", type=int, default=10)
+    p.add_argument(
+        "--solve-layers",
+        type=int,
+        nargs="+",
+        help="layers, from 1, resized to meet the budget (default: those "
+        "not searched and not feeding a tied decoder)",
+    )
+    p.add_argument(
+        "--size-step",
+        type=int,
+        default=10,
+        help="solved sizes are multiples of this (default %(default)s)",
+    )
     p.add_argument("--sizes", type=int, nargs="+", help="candidate sizes")
     p.add_argument(
         "--factors", type=float, nargs="+", help="hidden: multiples of c"
     )
-    p.add_argument("--learning-rates", type=float, nargs="+")
-    p.add_argument("--bptts", type=int, nargs="+")
+    p.add_argument(
+        "--learning-rates",
+        type=float,
+        nargs="+",
+        help="candidate train.learning_rate values (default: the preset's)",
+    )
+    p.add_argument(
+        "--bptts",
+        type=int,
+        nargs="+",
+        help="candidate training windows (default: the preset's data.bptt)",
+    )
     return add_search_arguments(p, out=out)
 
 

@@ -30,6 +30,7 @@ Example:
 """
 
 import dataclasses
+import errno
 import os
 import pathlib
 
@@ -343,7 +344,7 @@ def load_corpus(
         text = os.fspath(name_or_path)
         if os.sep in text or "/" in text or os.path.exists(text):
             raise CorpusNotFoundError(
-                f"Corpus directory {text!r} does not exist."
+                errno.ENOENT, os.strerror(errno.ENOENT), text
             )
         try:
             spec = get_corpus_spec(text)

@@ -137,7 +137,7 @@ def _candidate_dirs(spec, data_dir):
     candidates = []
     roots = []
     if data_dir is not None:
-        roots.append((data_dir, "data_dir argument"))
+        roots.append((data_dir, "--data-dir"))
     env = os.environ.get(ENV_VAR)
     if env:
         roots.append((env, f"${ENV_VAR}"))
@@ -271,35 +271,36 @@ def _download(spec, remote, dest_dir):
 
 
 def _not_found_message(spec, missing, searched, download, failures):
-    names = ", ".join(repr(m.name) for m in missing)
-    lines = [
-        f"Could not find the file(s) {names} of corpus {spec.name!r}.",
-        "Searched:",
-    ]
+    """The one-line error of a corpus found nowhere: the files, the
+    places searched, why downloading did not get them, and the fix."""
+    names = ", ".join(m.name for m in missing)
+    places = {}
     for directory, label in searched:
-        for remote in missing:
-            lines.append(f"  - {directory / remote.name}  ({label})")
-    if ENV_VAR not in os.environ:
-        lines.append(f"  (${ENV_VAR} is not set)")
-    if not download:
-        lines.append("Downloading is disabled (download=False).")
-    for remote in missing:
-        lines.append(f"Download URL(s) for {remote.name!r}:")
-        for url in remote.urls:
-            note = failures.get((remote.name, url))
-            suffix = f"  -> failed: {note}" if note else ""
-            member = (
-                f" (member {remote.archive_member})"
-                if _is_archive(url) and remote.archive_member
-                else ""
-            )
-            lines.append(f"  - {url}{member}{suffix}")
-    lines.append(
-        f"Fix: set ${ENV_VAR} (or pass data_dir=) to a directory that "
-        f"contains '{spec.subdir}/{missing[0].name}', or download the file(s) "
-        "from a URL above into one of the searched directories."
+        places.setdefault(label, []).append(str(directory))
+    where = "; ".join(
+        f"{' or '.join(dirs)} ({label})" for label, dirs in places.items()
     )
-    return "\n".join(lines)
+    if ENV_VAR not in os.environ:
+        where += f"; ${ENV_VAR} is not set"
+    if not download:
+        fetched = "downloading is off (download=False)"
+    elif failures:
+        fetched = f"downloading failed ({next(iter(failures.values()))})"
+    else:
+        fetched = "it has no download URL"
+    urls = " ".join(
+        dict.fromkeys(url for remote in missing for url in remote.urls)
+    )
+    fix = (
+        f"give --data-dir DIR (data.data_dir) or set ${ENV_VAR} to a folder "
+        f"holding {spec.subdir}/{missing[0].name}"
+    )
+    if urls:
+        fix += f", or download the file(s) there from {urls}"
+    return (
+        f"Corpus {spec.name!r} not found: no {names} in {where}; "
+        f"{fetched}. Fix: {fix}"
+    )
 
 
 def _partial_corpus_message(spec, remotes, searched):
@@ -365,7 +366,8 @@ def resolve_corpus_files(name, data_dir=None, download=True, verify=True):
         still_missing = []
         for remote in missing:
             path = None
-            if download and remote.urls:
+            # after a file that no URL gave (offline), no more attempts
+            if download and remote.urls and not still_missing:
                 path, errors = _download(spec, remote, cache_dir)
                 for url, message in errors:
                     failures[(remote.name, url)] = message

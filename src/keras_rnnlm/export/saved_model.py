@@ -629,8 +629,8 @@ def export_saved_model(
     if os.path.exists(path):
         if not overwrite:
             raise FileExistsError(
-                f"{path!r} exists; choose a new version directory or pass "
-                "overwrite=True"
+                f"{path} exists: choose a new version directory or replace "
+                "it with --overwrite (overwrite=True)"
             )
         shutil.rmtree(path)
     version = os.path.basename(os.path.normpath(path))

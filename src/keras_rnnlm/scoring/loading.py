@@ -1,5 +1,6 @@
 """Loading a scorer from a run directory or an exported SavedModel."""
 
+import errno
 import json
 import os
 
@@ -16,12 +17,32 @@ def load_scorer(path, weights=None, **kwargs):
     """A :class:`Scorer` (run directory) or :class:`SavedModelScorer`."""
     path = os.fspath(path)
     if not os.path.exists(path):
-        raise FileNotFoundError(f"No model at {path!r}")
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    versions = _export_versions(path)
+    if versions:
+        raise FileNotFoundError(
+            f"{path} is a serving base directory: score one of its versions, "
+            f"e.g. {os.path.join(path, versions[-1])}"
+        )
     if os.path.exists(os.path.join(path, "saved_model.pb")):
         if weights:
             raise ValueError("weights= applies to run directories only")
         return SavedModelScorer(path, **kwargs)
     return Scorer.from_run(path, weights=weights, **kwargs)
+
+
+def _export_versions(path):
+    """The numeric version folders holding a SavedModel under ``path``
+    (a TF Serving base directory), oldest first."""
+    if not os.path.isdir(path):
+        return []
+    names = [
+        n
+        for n in os.listdir(path)
+        if n.isdigit()
+        and os.path.exists(os.path.join(path, n, "saved_model.pb"))
+    ]
+    return sorted(names, key=int)
 
 
 class SavedModelScorer:
