@@ -44,8 +44,7 @@ def test_missing_recipe_is_one_line_exit_2(capsys):
     assert main(["train", "no_such_recipe.py"]) == 2
     err = capsys.readouterr().err
     assert err.strip() == (
-        "keras-rnnlm train: error: No such file or directory: "
-        "no_such_recipe.py"
+        "keras-rnnlm train: error: No such file or directory: no_such_recipe.py"
     )
 
 

@@ -160,3 +160,19 @@ def test_an_interruption_is_one_line_with_the_checkpoint_and_the_resume(
     assert run_reporting_errors("train", terminated, resume="x") == 143
     err = capsys.readouterr().err
     assert "no checkpoint yet" in err and "start again with: x" in err
+
+
+def test_print_config_leaves_out_what_the_model_ignores(capsys):
+    import json
+
+    module = load_recipe(os.path.join(ROOT, "recipes", "mlstm_ptb.py"))
+    code = recipe_main(
+        module.PRESETS,
+        module.DEFAULT_PRESET,
+        argv=["--print-config"],
+        axes=module.AXES,
+    )
+    assert code == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["model"]["input_encoding"] == "one_hot"
+    assert "embedding_dim" not in printed["model"]

@@ -73,7 +73,7 @@ def run_train(args, presets=None, preset=None):
     if args.pretrained:
         config = with_pretrained(config, args.pretrained)
     if args.print_config:
-        print(config.to_json())
+        print(json.dumps(printed_config(config), indent=2, sort_keys=True))
         return 0
     if args.pretrained == TRAIN_WORD2VEC:
         ensure_run_word2vec(config, resume=not args.no_resume)
@@ -83,6 +83,16 @@ def run_train(args, presets=None, preset=None):
         reevaluate=getattr(args, "reevaluate", False),
     )
     return 0
+
+
+def printed_config(config):
+    """The config ``--print-config`` shows: the run's, without the values
+    its model ignores (``model.embedding_dim`` of a one-hot input); it
+    loads back (``--config``) as the same config."""
+    d = config.to_dict()
+    if d["model"].get("input_encoding") == "one_hot":
+        d["model"].pop("embedding_dim", None)
+    return d
 
 
 def run_finetune(args):
