@@ -68,7 +68,9 @@ def run_serve(args):
     policy = labels = None
     config_file = getattr(args, "model_config_file", None)
     if config_file:
-        from keras_rnnlm.serving.model_config import read_model_config
+        from keras_rnnlm.serving.model_config import (  # protobuf: on use
+            read_model_config,
+        )
 
         if args.base_dir or args.model_name:
             raise UsageError(
