@@ -49,6 +49,9 @@ SELECTION = {
 SLOW_SELECTION = {
     "training/test_sampled_softmax_training.py": "learns_and_reports_full",
     "training/test_awd_training.py": "variable_windows",
+    # Ctrl-C's checkpoint at the current batch, read inside fit
+    "training/test_interrupt.py": "a_signal_mid_epoch or "
+    "a_signal_during_validation",
     "layers/test_cbow_context.py": "test_cbow_context",
     "training/test_cbow_training.py": "test_cbow_training",
     # every layer's reset against scoring alone and in a train step; the

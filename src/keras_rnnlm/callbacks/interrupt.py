@@ -89,7 +89,8 @@ class StopOnSignal(keras.callbacks.Callback):
 
     Args:
         checkpoint: the run's
-            :class:`~keras_rnnlm.callbacks.checkpoint.TrainingCheckpoint`.
+            :class:`~keras_rnnlm.callbacks.checkpoint.TrainingCheckpoint`
+            (``None``: stop without saving).
     """
 
     def __init__(self, checkpoint):
@@ -136,7 +137,8 @@ class StopOnSignal(keras.callbacks.Callback):
             return
         if batch + 1 >= int(self.params.get("steps") or 0):
             return  # the epoch's end (validation, checkpoint) comes next
-        self.checkpoint.save_batch(batch, logs)
+        if self.checkpoint is not None:
+            self.checkpoint.save_batch(batch, logs)
         raise self._interrupted()
 
     def on_epoch_end(self, epoch, logs=None):
@@ -144,6 +146,8 @@ class StopOnSignal(keras.callbacks.Callback):
             raise self._interrupted()
 
     def _interrupted(self):
+        if self.checkpoint is None:
+            return TrainingInterrupted(self.requested, ".", None, 1)
         progress = self.checkpoint.progress()
         return TrainingInterrupted(
             self.requested,
