@@ -98,8 +98,16 @@ def child_main(args, measure):
     """The child side of :func:`run_child`: prints ``measure(**params)``
     (a dict) as JSON with the process's peak RSS (``rss_mb``), its malloc
     state and, when :func:`note_import_rss` ran, the RSS after the
-    framework import."""
-    result = measure(**json.loads(args.child))
+    framework import. A child of any implementation but ``torch`` sets
+    glibc's allocator as the ``keras-rnnlm`` command and the recipes do
+    (:func:`keras_rnnlm._malloc.tune_malloc`), so it measures what a user
+    runs; a PyTorch child keeps glibc's own settings."""
+    params = json.loads(args.child)
+    if params.get("impl") != "torch":
+        from keras_rnnlm._malloc import tune_malloc  # as the CLI, on use
+
+        tune_malloc()
+    result = measure(**params)
     result.setdefault("rss_mb", peak_rss_mb())
     result.setdefault("malloc", malloc_state())
     if "mb" in _IMPORT_RSS:

@@ -1,9 +1,8 @@
 """The server's per-request limits and start-up defaults.
 
-Kept apart from the request parsing (which needs TensorFlow) so that the
-CLI can build ``keras-rnnlm serve``'s options, and every other command
-can run, on an install without TensorFlow (Keras on JAX, as on a GPU
-machine).
+Kept apart from the request parsing (which needs TensorFlow): plain
+values that the server, the bench and the tests share without loading
+TensorFlow.
 """
 
 import dataclasses

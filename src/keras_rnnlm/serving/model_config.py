@@ -37,7 +37,7 @@ class ModelConfig:
 
 def read_model_config(path):
     """Parses ``path``; raises ValueError naming what is wrong."""
-    from google.protobuf import text_format
+    from google.protobuf import text_format  # protobuf: loaded on use
     from tensorflow_serving.config import model_server_config_pb2
 
     with open(path, encoding="utf-8") as f:

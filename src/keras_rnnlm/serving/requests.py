@@ -20,8 +20,12 @@ import base64
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.framework import tensor_pb2
+from tensorflow.core.framework import tensor_shape_pb2
+from tensorflow.core.framework import types_pb2
 
 from keras_rnnlm.serving.errors import ServingError
+from keras_rnnlm.serving.limits import Limits
 
 
 def _bad(message):
@@ -261,8 +265,6 @@ _FIELDS = {
 
 def dtype_name(enum):
     """``DT_FLOAT`` for 1; ``DataType 999`` for a value outside the enum."""
-    from tensorflow.core.framework import types_pb2
-
     try:
         return types_pb2.DataType.Name(int(enum))
     except ValueError:
@@ -360,8 +362,6 @@ def from_tensor_protos(signature, protos, limits=None):
     checked against ``signature`` and ``limits`` (default
     :class:`~keras_rnnlm.serving.limits.Limits`) before its values are
     read."""
-    from keras_rnnlm.serving.limits import Limits
-
     limits = limits or Limits()
     arrays = {}
     for name, proto in protos.items():
@@ -388,8 +388,6 @@ def to_tensor_proto(array):
     """A NumPy output -> a ``TensorProto`` with its values in the typed
     field of its dtype (TF Serving's default serialisation, "as proto
     fields"; ``tensor_content`` is left empty)."""
-    from tensorflow.core.framework import tensor_pb2
-    from tensorflow.core.framework import tensor_shape_pb2
 
     array = np.asarray(array)
     if array.dtype == object or array.dtype.kind in "SU":
