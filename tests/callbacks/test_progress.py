@@ -74,9 +74,13 @@ def test_the_whole_run_estimate(clock):
 
 
 def test_loss_is_shown_only_when_it_differs_from_nll(clock):
-    bar, out = _bar(1, _Stream(0, 4))
+    bar, out = _bar(2, _Stream(0, 4))
     bar.on_epoch_begin(0)
     bar.on_train_batch_end(0, {"loss": 4.5, "nll": 4.5, "ppl": 90.0})
+    # the epoch means differ a little (a shorter last window): still the nll
+    bar.on_epoch_end(0, {"loss": 4.51, "nll": 4.52, "val_loss": 4.6})
+    bar.on_epoch_begin(1)
+    bar.on_train_batch_end(0, {"loss": 4.4, "nll": 4.4})
     assert "loss" not in out.getvalue().replace("val_loss", "")
     bar, out = _bar(1, _Stream(0, 4))
     bar.on_epoch_begin(0)

@@ -78,7 +78,7 @@ class RunProgbar(keras.callbacks.ProgbarLogger):
         self._ends = 0
         self._last_batch_end = None
         self._epoch_ended = None
-        self._previous = None
+        self._show_loss = None  # decided at the run's first batch
 
     @property
     def file(self):
@@ -122,7 +122,6 @@ class RunProgbar(keras.callbacks.ProgbarLogger):
         self._epoch_start = now
         self._last_batch_end = None
         self._last_draw = 0.0
-        self._show_loss = None
         if self.verbose:
             resumed = (
                 f" (resumed after batch {self._offset})" if self._offset else ""
@@ -135,6 +134,8 @@ class RunProgbar(keras.callbacks.ProgbarLogger):
             self._step_time += now - self._last_batch_end
             self._timed += 1
         self._last_batch_end = now
+        if self._show_loss is None:
+            self._show_loss = _adds_to_nll(logs)
         current = self._offset + batch + 1
         self.seen = current
         if self.verbose != 1:
@@ -214,12 +215,21 @@ class RunProgbar(keras.callbacks.ProgbarLogger):
 
     def _shown(self, logs):
         logs = dict(logs or {})
-        if self._show_loss is None and "loss" in logs:
-            nll = logs.get("nll", logs.get("sampled_nll"))
-            self._show_loss = nll is None or not _close(logs["loss"], nll)
-        if not self._show_loss:
+        if self._show_loss is False:
             logs.pop("loss", None)
         return logs.items()
+
+
+def _adds_to_nll(logs):
+    """Whether a batch's ``loss`` is more than its token NLL (added
+    losses: AR/TAR): the first batch's, when both are one batch's mean
+    (later, Keras's running ``loss`` weights the batches equally and the
+    token NLL by their tokens)."""
+    logs = logs or {}
+    nll = logs.get("nll", logs.get("sampled_nll"))
+    if "loss" not in logs or nll is None:
+        return True
+    return not _close(logs["loss"], nll)
 
 
 def _close(a, b):
