@@ -509,4 +509,6 @@ def _main(search, argv, *args, **kwargs):
         search(*args, argv=argv, **kwargs)
         return 0
 
-    return run_reporting_errors("tune", run, debug_requested(argv))
+    # messages start with the script's name, as argparse's do
+    prog = os.path.basename(sys.argv[0]) or "tune"
+    return run_reporting_errors("tune", run, debug_requested(argv), prog=prog)
