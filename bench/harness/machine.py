@@ -7,14 +7,14 @@ name``), the widest vector ISA the frameworks can use (``AVX-512``,
 compares two classes' figures.
 """
 
-import os
 import platform
 import re
 import subprocess
 
 from bench.harness import ROOT
 
-#: x86 flags, widest first, and the ISA they name.
+#: x86 flags, widest first, and the ISA they name (each flag one of
+#: keras_rnnlm._environment.ISA_FLAGS, which cpu_facts reads).
 _X86_ISAS = (
     ("avx512f", "AVX-512"),
     ("avx2", "AVX2"),
@@ -25,23 +25,6 @@ _X86_ISAS = (
 _ARM_ISAS = (("sve2", "SVE2"), ("sve", "SVE"), ("asimd", "NEON"))
 
 
-def _cpuinfo():
-    """The first processor's ``key: value`` lines of /proc/cpuinfo."""
-    info = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if not line.strip():
-                    if info:
-                        break
-                    continue
-                key, _, value = line.partition(":")
-                info.setdefault(key.strip(), value.strip())
-    except OSError:
-        pass
-    return info
-
-
 def isa_of(flags):
     """The widest vector ISA named by a set of CPU ``flags``."""
     for flag, name in _X86_ISAS + _ARM_ISAS:
@@ -50,25 +33,20 @@ def isa_of(flags):
     return platform.machine() or "unknown"
 
 
-def cores():
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count()
-
-
 def cpu_facts():
-    """``{"cpu": model, "isa": ISA, "cores": n}`` of this machine."""
-    info = _cpuinfo()
-    model = (
-        info.get("model name")
-        or info.get("Model")
-        or platform.processor()
-        or platform.machine()
-    )
-    flags = set((info.get("flags") or info.get("Features") or "").split())
-    return {"cpu": model, "isa": isa_of(flags), "cores": cores()}
+    """``{"cpu": model, "isa": ISA, "cores": n}`` of this machine: the
+    model and cores of :func:`keras_rnnlm._environment.cpu`, the widest
+    ISA of its flags."""
+    # Loads keras_rnnlm (and so TensorFlow) on use: make_results, which
+    # only reads records (device_class), stays free of it.
+    from keras_rnnlm._environment import cpu
+
+    facts = cpu()
+    return {
+        "cpu": facts["model"],
+        "isa": isa_of(set(facts["isa"])),
+        "cores": facts["cores"],
+    }
 
 
 def machine():
