@@ -95,6 +95,18 @@ def add_set_option(parser, help=None):
     )
 
 
+def add_shown_default(parser, flag, default, help, **kwargs):
+    """Option ``flag`` of ``default``'s type, whose help line ends with
+    the default: ``help (default VALUE)``."""
+    parser.add_argument(
+        flag,
+        type=type(default),
+        default=default,
+        help=f"{help} (default %(default)s)",
+        **kwargs,
+    )
+
+
 def add_train_options(parser, preset_flags=("--preset",), presets=None):
     """Adds the options shared by ``keras-rnnlm train`` and recipe files.
 
@@ -224,6 +236,17 @@ def add_train_commands(sub):
 
 # -- the commands that read a trained run ----------------------------------
 
+RUN_DIR_HELP = "run directory (of keras-rnnlm train)"
+WEIGHTS_HELP = "weights file (default best.weights.h5)"
+
+
+def _run_dir_argument(parser):
+    parser.add_argument("run_dir", help=RUN_DIR_HELP)
+
+
+def _weights_option(parser, help=WEIGHTS_HELP):
+    parser.add_argument("--weights", help=help)
+
 
 def add_evaluation_commands(sub):
     """Adds evaluate, tune-cache, dynamic-eval, rank, ensemble,
@@ -235,10 +258,10 @@ def add_evaluation_commands(sub):
         "evaluate",
         help="evaluate a run's checkpoint",
     )
-    e.add_argument("run_dir", help=RUN_DIR_HELP)
+    _run_dir_argument(e)
     _split_option(e, "test")
     _batch_size_options(e)
-    e.add_argument("--weights", help="weights file (default best.weights.h5)")
+    _weights_option(e)
     e.add_argument("--cache", type=cache_setting, help=CACHE_HELP)
     e.add_argument(
         "--max-tokens", type=int, help="with --cache: the first N tokens"
@@ -267,7 +290,7 @@ def add_evaluation_commands(sub):
         "rank",
         help="numerical rank of the log-probability matrix (MoS paper)",
     )
-    r.add_argument("run_dir", help=RUN_DIR_HELP)
+    _run_dir_argument(r)
     _split_option(r, "valid")
     r.add_argument(
         "--contexts", type=int, default=20000, help="rows of the matrix"
@@ -299,23 +322,15 @@ def add_evaluation_commands(sub):
         "context-words",
         help="the words nearest to a CBOW context vector (model.context)",
     )
-    c.add_argument("run_dir", help=RUN_DIR_HELP)
+    _run_dir_argument(c)
     c.add_argument("text", help="whitespace-tokenised text")
-    c.add_argument(
-        "--top",
-        type=int,
-        default=5,
-        help="words to list (default %(default)s)",
-    )
-    c.add_argument("--weights", help="weights file (default best.weights.h5)")
+    add_shown_default(c, "--top", 5, "words to list")
+    _weights_option(c)
     c.add_argument(
         "--content-words",
         action="store_true",
         help="rank only words of letters outside gensim's stop-word list",
     )
-
-
-RUN_DIR_HELP = "run directory (of keras-rnnlm train)"
 
 
 def _split_option(parser, default):
@@ -344,7 +359,7 @@ def _batch_size_options(parser):
 def _tune_cache_options(t):
     # The grids' defaults: keras_rnnlm.evaluation.cache's, filled in by
     # the verb.
-    t.add_argument("run_dir", help=RUN_DIR_HELP)
+    _run_dir_argument(t)
     t.add_argument(
         "--windows", nargs="+", type=int, help="cache sizes W to search"
     )
@@ -363,7 +378,7 @@ def _tune_cache_options(t):
         help="awd-lstm-lm pointer.py's start (see --cache of evaluate)",
     )
     t.add_argument("--bptt", type=int, help="segment length")
-    t.add_argument("--weights", help="weights file (default best.weights.h5)")
+    _weights_option(t)
     t.add_argument(
         "--max-tokens", type=int, help="use the first N tokens of each split"
     )
@@ -375,7 +390,7 @@ def _tune_cache_options(t):
 
 
 def _dynamic_eval_options(d):
-    d.add_argument("run_dir", help=RUN_DIR_HELP)
+    _run_dir_argument(d)
     _split_option(d, "test")
     d.add_argument(
         "--hparams",
@@ -412,7 +427,7 @@ def _dynamic_eval_options(d):
     d.add_argument(
         "--max-tokens", type=int, help="score only the first N tokens"
     )
-    d.add_argument("--weights", help="weights file (default best.weights.h5)")
+    _weights_option(d)
     d.add_argument("--cache", type=cache_setting, help=CACHE_HELP)
     d.add_argument(
         "--static",
@@ -493,7 +508,7 @@ def add_scoring_commands(sub):
     )
     s.add_argument("--no-bos", action="store_true", help="see Scorer docs")
     s.add_argument("--no-eos", action="store_true", help="no </s> term")
-    s.add_argument("--weights", help="weights file of a run directory")
+    _weights_option(s, "weights file of a run directory")
     s.add_argument(
         "--document",
         action="store_true",
@@ -516,12 +531,11 @@ def add_scoring_commands(sub):
     r.add_argument(
         "nbest", help="N-best file: utt_id<TAB>hypothesis<TAB>base score"
     )
-    r.add_argument(
+    add_shown_default(
+        r,
         "--lm-weight",
-        type=float,
-        default=1.0,
-        help="weight of the LM's log10 probability added to the base "
-        "score (default %(default)s)",
+        1.0,
+        "weight of the LM's log10 probability added to the base score",
     )
     r.add_argument(
         "--word-penalty",
@@ -531,7 +545,7 @@ def add_scoring_commands(sub):
     )
     r.add_argument("--reference", help="utt_id<TAB>reference: report WER")
     r.add_argument("--out", help="write the re-ranked lists here")
-    r.add_argument("--weights", help="weights file of a run directory")
+    _weights_option(r, "weights file of a run directory")
 
     e = add_command(
         sub,
@@ -539,14 +553,11 @@ def add_scoring_commands(sub):
         "export",
         help="export a run as a TF SavedModel",
     )
-    e.add_argument("run_dir", help=RUN_DIR_HELP)
+    _run_dir_argument(e)
     e.add_argument("out", help="OUT/NAME/VERSION, e.g. models/ptb_lm/1")
-    e.add_argument("--weights", help="weights file (default best.weights.h5)")
-    e.add_argument(
-        "--top-k",
-        type=int,
-        default=10,
-        help="next words the next-word endpoint returns (default %(default)s)",
+    _weights_option(e)
+    add_shown_default(
+        e, "--top-k", 10, "next words the next-word endpoint returns"
     )
     e.add_argument(
         "--xla",
@@ -559,18 +570,17 @@ def add_scoring_commands(sub):
         action="store_true",
         help="the default (no XLA-compiled function); kept for old scripts",
     )
-    e.add_argument(
+    add_shown_default(
+        e,
         "--max-batch-size",
-        type=int,
-        default=EXPORT_MAX_BATCH_SIZE,
-        help="rows per call of an endpoint (default %(default)s)",
+        EXPORT_MAX_BATCH_SIZE,
+        "rows per call of an endpoint",
     )
-    e.add_argument(
+    add_shown_default(
+        e,
         "--max-tokens",
-        type=int,
-        default=EXPORT_MAX_TOKENS,
-        help="token budget of one call, rows x padded length; bounds its "
-        "memory (default %(default)s)",
+        EXPORT_MAX_TOKENS,
+        "token budget of one call, rows x padded length; bounds its memory",
     )
     e.add_argument(
         "--overwrite",
@@ -595,10 +605,45 @@ def add_scoring_commands(sub):
 
 # -- serve -------------------------------------------------------------------
 
+#: serve's addresses: flag, default, help.
+SERVE_SHOWN_DEFAULTS = (
+    ("--host", "127.0.0.1", "address to listen on"),
+    ("--rest-port", 8501, "REST port"),
+    ("--grpc-port", 8500, "gRPC port"),
+)
+#: serve's request batching: flag, default, help.
+SERVE_BATCHING = (
+    ("--max-batch-size", 32, "rows of merged requests run at once"),
+    (
+        "--batch-timeout-micros",
+        2000,
+        "how long a request waits for others to merge with",
+    ),
+    ("--max-enqueued", 256, "requests waiting at most; more are refused"),
+    ("--num-threads", 4, "threads running the batches"),
+)
+#: serve's per-request limits: flag, type, help; their defaults are
+#: keras_rnnlm.serving.limits.Limits's, filled in by the verb.
+SERVE_LIMITS = (
+    ("--max-body-bytes", int, "largest REST body or gRPC message"),
+    ("--max-rows", int, "rows (sentences) of one request at most"),
+    ("--max-sentence-tokens", int, "tokens of one sentence or prefix at most"),
+    (
+        "--request-timeout",
+        float,
+        "seconds before an unanswered request gets DEADLINE_EXCEEDED "
+        "(REST 504)",
+    ),
+    (
+        "--read-timeout",
+        float,
+        "seconds for a REST request's headers and body to arrive",
+    ),
+    ("--max-connections", int, "open REST connections at most"),
+)
+
 
 def add_serve_command(sub):
-    # The per-request limits' defaults: keras_rnnlm.serving.limits.Limits's,
-    # filled in by the verb.
     s = add_command(
         sub,
         "keras_rnnlm.cli.serve:run_serve",
@@ -618,92 +663,28 @@ def add_serve_command(sub):
         help="TF Serving's ModelServerConfig (text format, one model): "
         "name, base_path, model_version_policy, version_labels",
     )
-    s.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="address to listen on (default %(default)s)",
-    )
-    s.add_argument(
-        "--rest-port",
-        type=int,
-        default=8501,
-        help="REST port (default %(default)s)",
-    )
-    s.add_argument(
-        "--grpc-port",
-        type=int,
-        default=8500,
-        help="gRPC port (default %(default)s)",
-    )
+    for flag, default, help in SERVE_SHOWN_DEFAULTS:
+        add_shown_default(s, flag, default, help)
     s.add_argument(
         "--no-batching",
         action="store_true",
         help="run each request alone (default: merge concurrent requests)",
     )
-    s.add_argument(
-        "--max-batch-size",
-        type=int,
-        default=32,
-        help="rows of merged requests run at once (default %(default)s)",
-    )
-    s.add_argument(
-        "--batch-timeout-micros",
-        type=int,
-        default=2000,
-        help="how long a request waits for others to merge with "
-        "(default %(default)s)",
-    )
-    s.add_argument(
-        "--max-enqueued",
-        type=int,
-        default=256,
-        help="requests waiting at most; more are refused (default %(default)s)",
-    )
-    s.add_argument(
-        "--num-threads",
-        type=int,
-        default=4,
-        help="threads running the batches (default %(default)s)",
-    )
-    s.add_argument(
-        "--max-body-bytes",
-        type=int,
-        help="largest REST body or gRPC message",
-    )
-    s.add_argument(
-        "--max-rows", type=int, help="rows (sentences) of one request at most"
-    )
-    s.add_argument(
-        "--max-sentence-tokens",
-        type=int,
-        help="tokens of one sentence or prefix at most",
-    )
-    s.add_argument(
-        "--request-timeout",
-        type=float,
-        help="seconds before an unanswered request gets DEADLINE_EXCEEDED "
-        "(REST 504)",
-    )
-    s.add_argument(
-        "--read-timeout",
-        type=float,
-        help="seconds for a REST request's headers and body to arrive",
-    )
-    s.add_argument(
-        "--max-connections", type=int, help="open REST connections at most"
-    )
+    for flag, default, help in SERVE_BATCHING:
+        add_shown_default(s, flag, default, help)
+    for flag, type_, help in SERVE_LIMITS:
+        s.add_argument(flag, type=type_, help=help)
     s.add_argument(
         "--poll-seconds",
         type=float,
         default=1.0,
         help="how often to look for a new version (0: never)",
     )
-    s.add_argument(
+    add_shown_default(
+        s,
         "--drain-seconds",
-        type=float,
-        default=30.0,
-        help="on shutdown, time left to requests in flight (default "
-        "%(default)s)",
+        30.0,
+        "on shutdown, time left to requests in flight",
     )
     s.add_argument(
         "--no-warmup",
@@ -711,12 +692,12 @@ def add_serve_command(sub):
         help="serve a version without warming it up (no warm-up file "
         "replay, no bucket calls)",
     )
-    s.add_argument(
+    add_shown_default(
+        s,
         "--warmup-seconds",
-        type=float,
-        default=SERVE_WARMUP_SECONDS,
-        help="time budget of the bucket warm-up of one version, shortest "
-        "buckets first (default: %(default)s)",
+        SERVE_WARMUP_SECONDS,
+        "time budget of the bucket warm-up of one version, shortest "
+        "buckets first",
     )
     s.add_argument("--access-log", help="file (default: stderr)")
 
