@@ -6,11 +6,7 @@ High-Rank Language Model", arXiv:1808.10143) on PTB.
 
 Paper: PTB 23M params: 54.62/52.87 valid/test, repeated finetuning (fin)
 54.12/52.38.
-Presets (keras_rnnlm/presets/awd_lstm.py documents every value):
-
-* ``paper``: the paper / reference-code hyperparameters (days of GPU).
-* ``cpu``: the documented short-budget mode (small model, 4 epochs,
-  NT-ASGD interval 1); its perplexities are NOT comparable with the paper.
+Presets (paper, cpu): keras_rnnlm/presets/awd_lstm.py describes them.
 """
 
 from keras_rnnlm.cli import recipe_main

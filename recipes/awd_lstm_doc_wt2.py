@@ -5,12 +5,7 @@ High-Rank Language Model", arXiv:1808.10143) on WT2.
     keras-rnnlm finetune runs/awd_lstm_doc_wt2 [--rounds N]
 
 Paper (Table 8): WT2 37M params: 60.97/58.55, finetuned (fin) 60.29/58.03.
-Presets (keras_rnnlm/presets/awd_lstm.py documents every value):
-
-* ``paper``: the paper / reference-code hyperparameters (days of GPU).
-* ``cpu``: the documented short-budget mode (small model; on WT2 the
-  first 250k training tokens for 3 epochs, whole valid/test splits;
-  NT-ASGD interval 1); its perplexities are NOT comparable with the paper.
+Presets (paper, cpu): keras_rnnlm/presets/awd_lstm.py describes them.
 """
 
 from keras_rnnlm.cli import recipe_main

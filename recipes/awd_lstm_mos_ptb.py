@@ -5,11 +5,7 @@ Bottleneck: A High-Rank RNN Language Model", arXiv:1711.03953) on PTB.
     keras-rnnlm finetune runs/awd_lstm_mos_ptb [--rounds N]
 
 Paper: PTB 22M params: 56.54/54.44 valid/test (finetuned).
-Presets (keras_rnnlm/presets/awd_lstm.py documents every value):
-
-* ``paper``: the paper / reference-code hyperparameters (days of GPU).
-* ``cpu``: the documented short-budget mode (small model, 4 epochs,
-  NT-ASGD interval 1); its perplexities are NOT comparable with the paper.
+Presets (paper, cpu): keras_rnnlm/presets/awd_lstm.py describes them.
 """
 
 from keras_rnnlm.cli import recipe_main

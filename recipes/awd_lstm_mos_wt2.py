@@ -5,12 +5,7 @@ Bottleneck: A High-Rank RNN Language Model", arXiv:1711.03953) on WT2.
     keras-rnnlm finetune runs/awd_lstm_mos_wt2 [--rounds N]
 
 Paper: WT2 35M params: 63.88/61.45.
-Presets (keras_rnnlm/presets/awd_lstm.py documents every value):
-
-* ``paper``: the paper / reference-code hyperparameters (days of GPU).
-* ``cpu``: the documented short-budget mode (small model; on WT2 the
-  first 250k training tokens for 3 epochs, whole valid/test splits;
-  NT-ASGD interval 1); its perplexities are NOT comparable with the paper.
+Presets (paper, cpu): keras_rnnlm/presets/awd_lstm.py describes them.
 """
 
 from keras_rnnlm.cli import recipe_main

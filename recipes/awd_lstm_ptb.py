@@ -6,11 +6,7 @@ Language Models", arXiv:1708.02182) on PTB.
 
 Paper: PTB 24M params: paper 60.0/57.3 valid/test, finetuned (reference code
 README) 58.8/56.5.
-Presets (keras_rnnlm/presets/awd_lstm.py documents every value):
-
-* ``paper``: the paper / reference-code hyperparameters (days of GPU).
-* ``cpu``: the documented short-budget mode (small model, 4 epochs,
-  NT-ASGD interval 1); its perplexities are NOT comparable with the paper.
+Presets (paper, cpu): keras_rnnlm/presets/awd_lstm.py describes them.
 """
 
 from keras_rnnlm.cli import recipe_main

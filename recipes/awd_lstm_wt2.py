@@ -5,11 +5,7 @@ Language Models", arXiv:1708.02182) on WT2.
     keras-rnnlm finetune runs/awd_lstm_wt2 [--rounds N]
 
 Paper: WT2 33M params: paper 68.6/65.8.
-Presets (keras_rnnlm/presets/awd_lstm.py documents every value):
-
-* ``paper``: the paper / reference-code hyperparameters (days of GPU).
-* ``cpu``: the documented short-budget mode (small model, 4 epochs,
-  NT-ASGD interval 1); its perplexities are NOT comparable with the paper.
+Presets (paper, cpu): keras_rnnlm/presets/awd_lstm.py describes them.
 """
 
 from keras_rnnlm.cli import recipe_main
