@@ -30,17 +30,16 @@ Known differences from the reference code:
 * The reference MoS/DOC code splits a batch into ``small_batch_size``
   chunks to save GPU memory; that is the same gradient and is not needed.
 
-Each recipe has two presets. ``paper`` (the default) is the paper's and
-the reference code's hyperparameters (days of GPU). ``cpu`` is the
-short-budget mode: the same recipe (every regulariser, NT-ASGD with a
-non-monotone interval of 1) at a small size (embedding 200, layers [400,
-400, 200], fewer mixture components), bptt 35 and 4 epochs. On WT2 a
-mixture head's step is dominated by the tied decoder over the 33,278-word
-vocabulary, so the WT2 MoS/DOC ``cpu`` presets train on the first 250,000
-training tokens only (``data.max_train_tokens``) for 3 epochs and validate
-and test on the whole splits; the WT2 AWD-LSTM ``cpu`` preset keeps the
-full split and 4 epochs. ``cpu`` perplexities are NOT comparable with the
-papers'.
+Each recipe has two presets. ``paper`` (the default) is the paper's and the
+reference code's hyperparameters (days of GPU). ``cpu`` is the short-budget
+mode: the same recipe (every regulariser, NT-ASGD with a non-monotone
+interval of 1) at a small size (embedding 200, layers [400, 400, 200],
+fewer mixture components), bptt 35 and 4 epochs. On WT2 a mixture head's
+step is dominated by the tied decoder over the 33,278-word vocabulary, so
+the WT2 MoS/DOC ``cpu`` presets train on the first 250,000 training tokens
+only (``data.max_train_tokens``) for 3 epochs and validate and test on the
+whole splits; the WT2 AWD-LSTM ``cpu`` preset keeps the full split and 4
+epochs. ``cpu`` perplexities are NOT comparable with the papers'.
 """
 
 from keras_rnnlm.presets.merge import merge
