@@ -141,14 +141,37 @@ class MultiplicativeCell(keras.layers.Layer):
     def _weight_shapes(self, input_dim, m):
         """``{name: (shape, kind)}`` with kind kernel/recurrent/inter/bias.
 
-        ``kernel`` and ``bias`` are the input side (hoisted out of the
-        loop); every other weight is used by :meth:`step`, in the order of
-        :attr:`step_weight_names`.
+        ``kernel`` (D, K) and ``bias`` (K) are the input side (hoisted
+        out of the loop); every other weight is used by :meth:`step`, in
+        the order of :attr:`step_weight_names`: ``recurrent_kernel`` (H,
+        R) and ``recurrent_bias`` (R), then :meth:`_intermediate_shapes`
+        (K and R: :meth:`_projection_widths`).
         """
+        k, r = self._projection_widths(m)
+        return {
+            "kernel": ((input_dim, k), "kernel"),
+            "bias": ((k,), "bias"),
+            "recurrent_kernel": ((self.units, r), "recurrent"),
+            "recurrent_bias": ((r,), "bias"),
+            **self._intermediate_shapes(m),
+        }
+
+    def _projection_widths(self, m):
+        """``(K, R)``: the columns of ``kernel`` and ``recurrent_kernel``
+        for intermediate size ``m``."""
         raise NotImplementedError
 
-    #: Names of the weights :meth:`step` uses, in order.
-    step_weight_names = ()
+    def _intermediate_shapes(self, m):
+        """``{name: (shape, kind)}`` of the step's weights after
+        ``recurrent_kernel`` and ``recurrent_bias``, in step order."""
+        raise NotImplementedError
+
+    @property
+    def step_weight_names(self):
+        """Names of the weights :meth:`step` uses, in order: every weight
+        of :meth:`_weight_shapes` but the input side's."""
+        names = self._weight_shapes(1, 1)  # the names do not depend on sizes
+        return tuple(n for n in names if n not in ("kernel", "bias"))
 
     def build(self, input_shape):
         input_dim = int(input_shape[-1])
@@ -253,21 +276,13 @@ class MRNNCell(MultiplicativeCell):
     ``intermediate_kernel`` (M, H) = W_hm.
     """
 
-    step_weight_names = (
-        "recurrent_kernel",
-        "recurrent_bias",
-        "intermediate_kernel",
-    )
-
-    def _weight_shapes(self, d, m):
+    def _projection_widths(self, m):
         h = self.units
-        return {
-            "kernel": ((d, m + h), "kernel"),
-            "bias": ((m + h,), "bias"),
-            "recurrent_kernel": ((h, m), "recurrent"),
-            "recurrent_bias": ((m,), "bias"),
-            "intermediate_kernel": ((m, h), "inter"),
-        }
+        return m + h, m
+
+    def _intermediate_shapes(self, m):
+        h = self.units
+        return {"intermediate_kernel": ((m, h), "inter")}
 
     @staticmethod
     def step_fn(projected, states, weights, dims):
@@ -290,21 +305,14 @@ class MLSTMCell(MultiplicativeCell):
     """
 
     num_states = 2
-    step_weight_names = (
-        "recurrent_kernel",
-        "recurrent_bias",
-        "intermediate_kernel",
-    )
 
-    def _weight_shapes(self, d, m):
+    def _projection_widths(self, m):
         h = self.units
-        return {
-            "kernel": ((d, m + 4 * h), "kernel"),
-            "bias": ((m + 4 * h,), "bias"),
-            "recurrent_kernel": ((h, m), "recurrent"),
-            "recurrent_bias": ((m,), "bias"),
-            "intermediate_kernel": ((m, 4 * h), "inter"),
-        }
+        return m + 4 * h, m
+
+    def _intermediate_shapes(self, m):
+        h = self.units
+        return {"intermediate_kernel": ((m, 4 * h), "inter")}
 
     @staticmethod
     def step_fn(projected, states, weights, dims):
@@ -329,21 +337,14 @@ class TrueMLSTMCell(MultiplicativeCell):
     """
 
     num_states = 2
-    step_weight_names = (
-        "recurrent_kernel",
-        "recurrent_bias",
-        "intermediate_kernel",
-    )
 
-    def _weight_shapes(self, d, m):
+    def _projection_widths(self, m):
         h = self.units
-        return {
-            "kernel": ((d, 4 * m + 4 * h), "kernel"),
-            "bias": ((4 * m + 4 * h,), "bias"),
-            "recurrent_kernel": ((h, 4 * m), "recurrent"),
-            "recurrent_bias": ((4 * m,), "bias"),
-            "intermediate_kernel": ((4, m, h), "inter"),
-        }
+        return 4 * m + 4 * h, 4 * m
+
+    def _intermediate_shapes(self, m):
+        h = self.units
+        return {"intermediate_kernel": ((4, m, h), "inter")}
 
     @staticmethod
     def step_fn(projected, states, weights, dims):
@@ -367,20 +368,13 @@ class MGRUCell(MultiplicativeCell):
     filters ``m``.
     """
 
-    step_weight_names = (
-        "recurrent_kernel",
-        "recurrent_bias",
-        "intermediate_kernel",
-        "candidate_kernel",
-    )
+    def _projection_widths(self, m):
+        h = self.units
+        return 2 * m + 2 * h, m
 
-    def _weight_shapes(self, d, m):
+    def _intermediate_shapes(self, m):
         h = self.units
         return {
-            "kernel": ((d, 2 * m + 2 * h), "kernel"),
-            "bias": ((2 * m + 2 * h,), "bias"),
-            "recurrent_kernel": ((h, m), "recurrent"),
-            "recurrent_bias": ((m,), "bias"),
             "intermediate_kernel": ((m, h + m), "inter"),
             "candidate_kernel": ((m, h), "inter"),
         }
@@ -411,22 +405,13 @@ class TrueMGRUCell(MultiplicativeCell):
     ``candidate_kernel`` (M, H) = V_h.
     """
 
-    step_weight_names = (
-        "recurrent_kernel",
-        "recurrent_bias",
-        "intermediate_kernel",
-        "reset_kernel",
-        "reset_bias",
-        "candidate_kernel",
-    )
+    def _projection_widths(self, m):
+        h = self.units
+        return 3 * m + 3 * h, 2 * m
 
-    def _weight_shapes(self, d, m):
+    def _intermediate_shapes(self, m):
         h = self.units
         return {
-            "kernel": ((d, 3 * m + 3 * h), "kernel"),
-            "bias": ((3 * m + 3 * h,), "bias"),
-            "recurrent_kernel": ((h, 2 * m), "recurrent"),
-            "recurrent_bias": ((2 * m,), "bias"),
             "intermediate_kernel": ((2, m, h), "inter"),
             "reset_kernel": ((h, m), "recurrent"),
             "reset_bias": ((m,), "bias"),
