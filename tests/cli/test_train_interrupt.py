@@ -147,7 +147,9 @@ SECOND_SIGNAL = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "name", ["SIGINT", pytest.param("SIGTERM", marks=pytest.mark.slow)]
+)
 def test_a_second_signal_ends_the_process_at_once(tmp_path, name):
     script = tmp_path / "second_signal.py"
     script.write_text(SECOND_SIGNAL)

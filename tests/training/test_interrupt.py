@@ -2,7 +2,8 @@
 current batch, :class:`TrainingInterrupted` naming it, and a resume that
 ends exactly (bit for bit) where the uninterrupted run does -- whether
 the signal came in the middle of an epoch, during validation or during a
-checkpoint write."""
+checkpoint write. The default run interrupts in the middle of an epoch;
+the other points, and SIGTERM, are ``slow``."""
 
 import csv
 import json
@@ -147,6 +148,7 @@ def test_a_signal_mid_epoch_saves_that_batch_and_resumes_exactly(
     _assert_same_run(straight, config)
 
 
+@pytest.mark.slow
 def test_a_signal_during_validation_stops_after_the_epoch_checkpoint(
     straight, tiny_corpus_dir, tmp_path, monkeypatch
 ):
