@@ -734,7 +734,8 @@ class MultiCellLSTM(FusedRecurrence, TrackedStateMixin, keras.layers.RNN):
             Keras's per-step loop over the cell. See
             :class:`~keras_rnnlm.loops.fused_recurrence.FusedRecurrence`.
         num_cells, strategy, ...: every argument of
-            :class:`MultiCellLSTMCell` (see :data:`CELL_ARGS`).
+            :class:`MultiCellLSTMCell` (see :data:`CELL_ARGS`), by
+            keyword, with the cell's defaults.
         **kwargs: ``keras.layers.RNN`` arguments (``return_sequences``,
             ``return_state``, ``stateful``, ``name``, ...).
 
@@ -748,48 +749,13 @@ class MultiCellLSTM(FusedRecurrence, TrackedStateMixin, keras.layers.RNN):
 
     fused_modes = (*FUSED_MODES, "autodiff")
 
-    def __init__(
-        self,
-        units,
-        num_cells=10,
-        strategy="max",
-        weighted_decay=0.5,
-        weighted_decay_type="geometric",
-        weighted_normalize=False,
-        output_threshold=0.5,
-        random_granularity="node",
-        random_inference="sample",
-        initial_cells="zeros",
-        initial_cells_scale=0.1,
-        kernel_initializer="glorot_uniform",
-        recurrent_initializer="orthogonal",
-        bias_initializer="zeros",
-        unit_forget_bias=True,
-        cell_weight_initializer=None,
-        seed=None,
-        fused="auto",
-        **kwargs,
-    ):
-        cell_dtype = kwargs.get("dtype")
+    def __init__(self, units, *, fused="auto", **kwargs):
+        # The cell's arguments, with the cell's defaults (one place).
+        cell_args = {n: kwargs.pop(n) for n in CELL_ARGS if n in kwargs}
         cell = MultiCellLSTMCell(
             units,
-            num_cells=num_cells,
-            strategy=strategy,
-            weighted_decay=weighted_decay,
-            weighted_decay_type=weighted_decay_type,
-            weighted_normalize=weighted_normalize,
-            output_threshold=output_threshold,
-            random_granularity=random_granularity,
-            random_inference=random_inference,
-            initial_cells=initial_cells,
-            initial_cells_scale=initial_cells_scale,
-            kernel_initializer=kernel_initializer,
-            recurrent_initializer=recurrent_initializer,
-            bias_initializer=bias_initializer,
-            unit_forget_bias=unit_forget_bias,
-            cell_weight_initializer=cell_weight_initializer,
-            seed=seed,
-            dtype=cell_dtype,
+            **cell_args,
+            dtype=kwargs.get("dtype"),
             name="multicell_lstm_cell",
         )
         super().__init__(cell, **kwargs)
