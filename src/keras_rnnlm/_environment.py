@@ -3,11 +3,11 @@
 A trained model's perplexity depends on more than its config and seed:
 the library versions (a Keras or TensorFlow release can change a kernel)
 and the CPU (oneDNN and XLA pick their kernels by the CPU's vector
-instructions, which changes the order of floating-point sums). The
-quickstart's one-epoch model, for one, gives valid perplexity 458.54 on
-an AVX-512 CPU and 451.80 with oneDNN held to AVX2 (``ONEDNN_MAX_CPU_ISA=
-AVX2``), same code and libraries. :func:`environment` names all of it;
-``run.json`` and ``results.json`` carry it beside the figures.
+instructions, which changes the order of floating-point sums: the
+README quickstart's valid perplexity moves by 1.5% between oneDNN's
+AVX-512 and AVX2 kernels on one machine, bench/results/quickstart.jsonl).
+:func:`environment` names all of it; ``run.json`` and ``results.json``
+carry it beside the figures.
 """
 
 import importlib.metadata
