@@ -8,10 +8,10 @@ import os
 import keras
 import numpy as np
 import pytest
+from awd_testing import tiny_awd_doc_config
 from keras import ops
 
 from keras_rnnlm.callbacks.nt_asgd import should_trigger
-from keras_rnnlm.config import RunConfig
 from keras_rnnlm.config import apply_overrides
 from keras_rnnlm.runs import load_run_corpus
 from keras_rnnlm.training import train
@@ -20,47 +20,10 @@ from keras_rnnlm.training.trainer import make_train_stream
 
 
 def _config(corpus_dir, out):
-    return RunConfig.from_dict(
-        {
-            "name": "tiny_awd",
-            "data": {
-                "corpus": corpus_dir,
-                "level": "word",
-                "batch_size": 4,
-                "bptt": 10,
-                "variable_bptt": True,
-                "bptt_max_delta": 5,
-                "bptt_multiple": 5,
-                "eval_batch_size": 2,
-            },
-            "model": {
-                "embedding_dim": 8,
-                "hidden_sizes": [16, 8],
-                "head": "doc",
-                "mixture_components": [0, 2, 3],
-                "locked_dropout": True,
-                "dropout": 0.4,
-                "dropouth": 0.25,
-                "dropouti": 0.4,
-                "dropoute": 0.1,
-                "weight_dropout": 0.5,
-                "dropoutl": 0.3,
-                "cv_penalty": 0.001,
-                "ar_alpha": 2.0,
-                "tar_beta": 1.0,
-                "rnn_init": "pytorch",
-            },
-            "train": {
-                "epochs": 6,
-                "learning_rate": 10.0,
-                "clipnorm": 0.25,
-                "weight_decay": 1.2e-6,
-                "nt_asgd_nonmono": 0,
-                "out_dir": out,
-                "tensorboard": False,
-                "verbose": 0,
-            },
-        }
+    return tiny_awd_doc_config(
+        "tiny_awd",
+        corpus_dir,
+        train={"epochs": 6, "learning_rate": 10.0, "out_dir": out},
     )
 
 

@@ -15,12 +15,12 @@ import os
 import keras
 import numpy as np
 import pytest
+from awd_testing import tiny_awd_doc_config
 from user_process import run_as_user
 
 from keras_rnnlm.cli import main
 from keras_rnnlm.cli.train import recipe_main
 from keras_rnnlm.config import ConfigError
-from keras_rnnlm.config import RunConfig
 from keras_rnnlm.config import apply_overrides
 from keras_rnnlm.recipe import load_recipe
 from keras_rnnlm.training import train
@@ -158,50 +158,16 @@ def _awd_config(corpus_dir):
     (~1e-7 relative), and at lr 10 that difference grows to ~3e-4 in the
     weights within 63 steps (measured; docs/distributed.md), which would
     make the tolerance meaningless."""
-    return RunConfig.from_dict(
-        {
-            "name": "tiny_awd_dp",
-            "data": {
-                "corpus": corpus_dir,
-                "level": "word",
-                "batch_size": 4,
-                "bptt": 10,
-                "variable_bptt": True,
-                "bptt_max_delta": 5,
-                "bptt_multiple": 5,
-                "eval_batch_size": 2,
-                "test_batch_size": 1,
-                "max_train_tokens": 1200,
-            },
-            "model": {
-                "embedding_dim": 8,
-                "hidden_sizes": [16, 8],
-                "head": "doc",
-                "mixture_components": [0, 2, 3],
-                "locked_dropout": True,
-                "dropout": 0.4,
-                "dropouth": 0.25,
-                "dropouti": 0.4,
-                "dropoute": 0.1,
-                "weight_dropout": 0.5,
-                "dropoutl": 0.3,
-                "cv_penalty": 0.001,
-                "ar_alpha": 2.0,
-                "tar_beta": 1.0,
-                "rnn_init": "pytorch",
-            },
-            "train": {
-                "epochs": 2,
-                "learning_rate": 2.0,
-                "clipnorm": 0.25,
-                "weight_decay": 1.2e-6,
-                "nt_asgd_nonmono": 0,
-                "nt_asgd_from_start": True,
-                "checkpoint_every_steps": 7,
-                "tensorboard": False,
-                "verbose": 0,
-            },
-        }
+    return tiny_awd_doc_config(
+        "tiny_awd_dp",
+        corpus_dir,
+        data={"test_batch_size": 1, "max_train_tokens": 1200},
+        train={
+            "epochs": 2,
+            "learning_rate": 2.0,
+            "nt_asgd_from_start": True,
+            "checkpoint_every_steps": 7,
+        },
     )
 
 
