@@ -24,6 +24,9 @@ the spirit of Keras's own layer tests:
 registered names a fresh interpreter knows after ``import keras_rnnlm``
 alone, and whether a ``.keras`` file loads there.
 
+:func:`numpy_lstm` is the float64 LSTM the recurrent layers' outputs are
+compared with.
+
 Only public Keras APIs are used. Tests import this module as
 ``from layer_testing import run_layer_test`` (``tests/`` is on
 ``sys.path``: pytest puts the directory of ``tests/conftest.py`` there).
@@ -52,6 +55,23 @@ PACKAGE = "keras_rnnlm"
 _BASE_LAYER_ARGS = frozenset(
     inspect.signature(keras.layers.Layer.__init__).parameters
 )
+
+
+def numpy_lstm(x, kernel, rkernel, bias, h=None, c=None):
+    """An independent float64 LSTM (Keras gate order i, f, c, o) over
+    ``x`` (batch, time, features) from state ``h``, ``c`` (default
+    zeros): ``(outputs, h, c)``."""
+    h = np.zeros((x.shape[0], rkernel.shape[0])) if h is None else h
+    c = np.zeros_like(h) if c is None else c
+    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
+    out = []
+    for s in range(x.shape[1]):
+        z = x[:, s] @ kernel + h @ rkernel + bias
+        i, f, g, o = np.split(z, 4, axis=-1)
+        c = sig(f) * c + sig(i) * np.tanh(g)
+        h = sig(o) * np.tanh(c)
+        out.append(h)
+    return np.stack(out, 1), h, c
 
 
 def randomized(layer, input_shape, seed, scale=0.5):

@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import numpy_lstm
 from layer_testing import run_layer_test
 
 from keras_rnnlm.layers import LSTM
@@ -18,28 +19,12 @@ def _pair(units=6, **kw):
     return fast, ref
 
 
-def _numpy_lstm(x, kernel, rkernel, bias):
-    """Independent float64 reference (Keras gate order i, f, c, o)."""
-    b, t, _ = x.shape
-    h = np.zeros((b, rkernel.shape[0]))
-    c = np.zeros_like(h)
-    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
-    out = []
-    for s in range(t):
-        z = x[:, s] @ kernel + h @ rkernel + bias
-        i, f, g, o = np.split(z, 4, axis=-1)
-        c = sig(f) * c + sig(i) * np.tanh(g)
-        h = sig(o) * np.tanh(c)
-        out.append(h)
-    return np.stack(out, 1), h, c
-
-
 def test_matches_numpy_reference():
     x = np.random.default_rng(0).normal(size=(3, 7, 5)).astype("float32")
     fast, _ = _pair()
     out, h, c = fast(x)
     k, rk, b = (w.astype("float64") for w in fast.get_weights())
-    ref_out, ref_h, ref_c = _numpy_lstm(x.astype("float64"), k, rk, b)
+    ref_out, ref_h, ref_c = numpy_lstm(x.astype("float64"), k, rk, b)
     np.testing.assert_allclose(ops.convert_to_numpy(out), ref_out, atol=1e-5)
     np.testing.assert_allclose(ops.convert_to_numpy(h), ref_h, atol=1e-5)
     np.testing.assert_allclose(ops.convert_to_numpy(c), ref_c, atol=1e-5)

@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import numpy_lstm
 from layer_testing import run_layer_test
 
 from keras_rnnlm.config import ConfigError
@@ -17,22 +18,6 @@ from keras_rnnlm.models.state import outer_recurrent_layers
 from keras_rnnlm.scoring.inference_model import build_inference_model
 
 B, T, D, E = 3, 7, 5, 4  # batch, time, previous-layer size, embedding size
-
-
-def _numpy_lstm(x, kernel, rkernel, bias, h=None, c=None):
-    """Float64 LSTM (Keras gate order i, f, c, o); returns (out, h, c)."""
-    units = rkernel.shape[0]
-    h = np.zeros((x.shape[0], units)) if h is None else h
-    c = np.zeros_like(h) if c is None else c
-    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
-    out = []
-    for s in range(x.shape[1]):
-        z = x[:, s] @ kernel + h @ rkernel + bias
-        i, f, g, o = np.split(z, 4, axis=-1)
-        c = sig(f) * c + sig(i) * np.tanh(g)
-        h = sig(o) * np.tanh(c)
-        out.append(h)
-    return np.stack(out, 1), h, c
 
 
 def _branch_weights(branch, recurrent_kernel=None):
@@ -95,9 +80,9 @@ def test_matches_numpy(minor_input, fuse):
     x, emb = _inputs(1)
     args = [x, emb] if minor_input == "embedding" else x
     out = ops.convert_to_numpy(layer(args, training=False))
-    major, *_ = _numpy_lstm(x, *_branch_weights(layer.major))
+    major, *_ = numpy_lstm(x, *_branch_weights(layer.major))
     minor_x = emb if minor_input == "embedding" else x
-    minor, *_ = _numpy_lstm(minor_x, *_branch_weights(layer.minor))
+    minor, *_ = numpy_lstm(minor_x, *_branch_weights(layer.minor))
     np.testing.assert_allclose(
         out, np.concatenate([major, minor], -1), atol=1e-5
     )
@@ -116,8 +101,8 @@ def test_training_drops_both_recurrent_kernels_with_own_masks(fuse):
     for branch, state in zip(layer.branches, saved):
         branch.weight_drop_seed_generator.state.assign(state)
         dropped.append(branch.recurrent_kernel_for_call(True))
-    major, *_ = _numpy_lstm(x, *_branch_weights(layer.major, dropped[0]))
-    minor, *_ = _numpy_lstm(emb, *_branch_weights(layer.minor, dropped[1]))
+    major, *_ = numpy_lstm(x, *_branch_weights(layer.major, dropped[0]))
+    minor, *_ = numpy_lstm(emb, *_branch_weights(layer.minor, dropped[1]))
     np.testing.assert_allclose(
         out, np.concatenate([major, minor], -1), atol=1e-5
     )
@@ -182,7 +167,7 @@ def test_state_in_and_out(fuse):
     )
     for a, b in zip(end, final):
         np.testing.assert_allclose(a, b, atol=1e-5)
-    major, h, c = _numpy_lstm(x, *_branch_weights(layer.major))
+    major, h, c = numpy_lstm(x, *_branch_weights(layer.major))
     np.testing.assert_allclose(final[0], h, atol=1e-5)
     np.testing.assert_allclose(final[1], c, atol=1e-5)
     zeros = layer.get_initial_state(2)
