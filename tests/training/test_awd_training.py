@@ -8,8 +8,8 @@ import os
 import keras
 import numpy as np
 import pytest
-from awd_testing import tiny_awd_doc_config
 from keras import ops
+from tiny_configs import tiny_awd_doc_config
 
 from keras_rnnlm.callbacks.nt_asgd import should_trigger
 from keras_rnnlm.config import apply_overrides

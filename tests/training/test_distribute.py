@@ -15,7 +15,7 @@ import os
 import keras
 import numpy as np
 import pytest
-from awd_testing import tiny_awd_doc_config
+from tiny_configs import tiny_awd_doc_config
 from user_process import run_as_user
 
 from keras_rnnlm.cli import main

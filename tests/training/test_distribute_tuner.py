@@ -12,6 +12,7 @@ import textwrap
 
 import keras
 import pytest
+from tiny_configs import tiny_overrides
 from user_process import run_as_user
 
 from keras_rnnlm.cli.tune import base_config
@@ -61,16 +62,7 @@ TRIAL = textwrap.dedent(
 def _overrides(corpus_dir, distribute):
     """A tiny multicell search (tests/tuning/test_multicell_tuner.py's)."""
     return [
-        f"data.corpus={corpus_dir}",
-        "data.level=word",
-        "data.batch_size=4",
-        "data.bptt=8",
-        "data.eval_batch_size=2",
-        "model.embedding_dim=8",
-        "model.hidden_sizes=[8]",
-        "train.learning_rate=2.0",
-        "train.verbose=0",
-        "train.tensorboard=false",
+        *tiny_overrides(corpus_dir, learning_rate=2.0),
         f"train.distribute={distribute}",
     ]
 

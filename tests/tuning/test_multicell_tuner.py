@@ -4,6 +4,7 @@ import os
 import keras_tuner
 import numpy as np
 import pytest
+from tiny_configs import tiny_overrides
 
 from keras_rnnlm.cli.tune import base_config
 from keras_rnnlm.cli.tune import run_multicell_search
@@ -14,18 +15,7 @@ RECIPE = os.path.join(ROOT, "recipes", "multicell_ptb.py")
 
 
 def _tiny_overrides(corpus_dir):
-    return [
-        f"data.corpus={corpus_dir}",
-        "data.level=word",
-        "data.batch_size=4",
-        "data.bptt=8",
-        "data.eval_batch_size=2",
-        "model.embedding_dim=8",
-        "model.hidden_sizes=[8]",
-        "train.learning_rate=8.0",
-        "train.verbose=0",
-        "train.tensorboard=false",
-    ]
+    return tiny_overrides(corpus_dir, learning_rate=8.0)
 
 
 def test_tuner_end_to_end_writes_table_and_plot(tiny_corpus_dir, tmp_path):

@@ -1,8 +1,9 @@
-"""A tiny AWD-LSTM-DOC run for the tests that train one: every
+"""Tiny runs the tests train: :func:`tiny_awd_doc_config` (every AWD
 regulariser, the DOC head, variable BPTT, NT-ASGD with a non-monotone
-interval of 0.
+interval of 0) and :func:`tiny_overrides` (a recipe preset cut down to a
+one-layer model of 8 units, for the tuner tests).
 
-Tests import it as ``from awd_testing import tiny_awd_doc_config``
+Tests import them as ``from tiny_configs import tiny_overrides``
 (``tests/`` is on ``sys.path``: pytest puts the directory of
 ``tests/conftest.py`` there).
 """
@@ -55,3 +56,21 @@ def tiny_awd_doc_config(name, corpus_dir, data=None, train=None):
             },
         }
     )
+
+
+def tiny_overrides(corpus_dir, learning_rate):
+    """``--set`` overrides that cut a recipe preset down to a tiny run on
+    the word corpus ``corpus_dir``: one layer of 8 units, batches of 4
+    windows of 8 tokens."""
+    return [
+        f"data.corpus={corpus_dir}",
+        "data.level=word",
+        "data.batch_size=4",
+        "data.bptt=8",
+        "data.eval_batch_size=2",
+        "model.embedding_dim=8",
+        "model.hidden_sizes=[8]",
+        f"train.learning_rate={learning_rate}",
+        "train.verbose=0",
+        "train.tensorboard=false",
+    ]
