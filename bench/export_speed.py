@@ -291,12 +291,7 @@ def build_records(args, runs, exported):
                     model,
                     m["tokens_per_s"],
                     "tokens/s",
-                    reference=ref["tokens_per_s"]
-                    if variant != "default" and ref
-                    else None,
-                    reference_name="default export"
-                    if variant != "default"
-                    else None,
+                    **_vs_default(variant, ref, "tokens_per_s"),
                     runs=[round(r["tokens_per_s"], 1) for r in results],
                     **common,
                 )
@@ -308,12 +303,7 @@ def build_records(args, runs, exported):
                     model,
                     m["p50_ms"],
                     "ms (p50)",
-                    reference=ref["p50_ms"]
-                    if variant != "default" and ref
-                    else None,
-                    reference_name="default export"
-                    if variant != "default"
-                    else None,
+                    **_vs_default(variant, ref, "p50_ms"),
                     digits=2,
                     p90_ms=round(m["p90_ms"], 2),
                     runs_p50=[round(r["p50_ms"], 2) for r in results],
@@ -325,6 +315,18 @@ def build_records(args, runs, exported):
                 )
             )
     return records
+
+
+def _vs_default(variant, ref, key):
+    """A record's ``reference`` and ``reference_name``: for a variant
+    other than the default, the default export's figure ``key`` (of its
+    medians ``ref``)."""
+    if variant == "default":
+        return {"reference": None, "reference_name": None}
+    return {
+        "reference": ref[key] if ref else None,
+        "reference_name": "default export",
+    }
 
 
 if __name__ == "__main__":
