@@ -5,20 +5,17 @@ the in-Keras Scorer, in both export variants."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+from client_parity import TOL
+from client_parity import assert_client_parity
 from test_serving_contract import CORE_OPS
 from test_serving_contract import TEXT_OPS
 from test_serving_contract import _library
 
 from keras_rnnlm.scoring import Scorer
 
-ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
-CLIENT = os.path.join(ROOT, "export", "examples", "tf_only_client.py")
-TOL = 1e-4  # max abs difference per token, natural log
 WINDOW = 5  # K: shorter than the test texts, so the window slides
 WORDS = "the cat a dog my friend bird sees likes eats finds fish ball some"
 WORDS += " food tree ."
@@ -184,49 +181,12 @@ def test_cbow_parity_in_fresh_tf_only_process(variant, cbow_exports, tmp_path):
         "",
         " ".join(["my friend eats some food ."] * 6),  # > K, > 32 steps
     ]
-    ref = scorer.score_sentences(sents)
-    ids_rows = [scorer.encode(s)[1].tolist() for s in sents]
-    width = max(len(r) for r in ids_rows)
-    prefixes = ["the cat sees a ball . my friend", "", "zebra"]
-    stream_text = "a dog likes the tree . the bird eats some food ."
-    spec = {
-        "sentences": sents,
-        "ids": [r + [0] * (width - len(r)) for r in ids_rows],
-        "lengths": [len(r) for r in ids_rows],
-        "prefixes": prefixes,
-        "stream_ids": scorer.vocab.encode(stream_text.split()).tolist(),
-    }
-    spec_path = tmp_path / "inputs.json"
-    spec_path.write_text(json.dumps(spec))
-    proc = subprocess.run(
-        [sys.executable, CLIENT, path, "--all", str(spec_path)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-        cwd=str(tmp_path),
-        timeout=300,
+    out, ref = assert_client_parity(
+        path,
+        scorer,
+        sents,
+        prefixes=["the cat sees a ball . my friend", "", "zebra"],
+        stream_text="a dog likes the tree . the bird eats some food .",
+        tmp_path=tmp_path,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["keras_rnnlm_imported"] is False
-    for name in ("score_text", "score_ids"):
-        got = out[name]
-        for i, r in enumerate(ref):
-            n = got["lengths"][i]
-            assert n == r.num_tokens
-            np.testing.assert_allclose(
-                got["token_logprobs"][i][:n], r.ln_probs, atol=TOL
-            )
-            assert got["num_oov"][i] == r.num_oov
     assert out["score_text"]["tokens"][1][:7] == ref[1].tokens
-    for i, prefix in enumerate(prefixes):
-        candidates = [f"{prefix} {t}" for t in scorer.vocab.tokens]
-        want = [
-            r.ln_probs[-1]
-            for r in scorer.score_sentences(candidates, eos=False)
-        ]
-        got = out["next_token_logprobs"]["log_probs"][i]
-        np.testing.assert_allclose(got, want, atol=TOL)
-    # initial_state + step in two pieces (the client) == Scorer.continue_.
-    _, seg = scorer.continue_(scorer.begin(), stream_text)
-    np.testing.assert_allclose(out["step"], seg.ln_probs, atol=TOL)

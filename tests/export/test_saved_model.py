@@ -5,13 +5,13 @@ import sys
 
 import numpy as np
 import pytest
+from client_parity import TOL
+from client_parity import assert_client_parity
 
 from keras_rnnlm.scoring import Scorer
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
-CLIENT = os.path.join(ROOT, "export", "examples", "tf_only_client.py")
 REQUEST = os.path.join(ROOT, "export", "examples", "score_text_request.json")
-TOL = 1e-4  # max abs difference per token, natural log
 
 
 def _sentences():
@@ -100,69 +100,20 @@ def test_parity_in_fresh_tf_only_process(variant, request, tmp_path):
     fixture = "exported" if variant == "default" else "exported_xla"
     run, path = request.getfixturevalue(fixture)
     scorer = Scorer.from_run(run)
-    sents = _sentences()
-    ref = scorer.score_sentences(sents)
-    ids_rows = [scorer.encode(s)[1].tolist() for s in sents]
-    width = max(len(r) for r in ids_rows)
-    ids = [r + [0] * (width - len(r)) for r in ids_rows]
-    prefixes = ["the cat", "", "zebra"]
-    stream = scorer.vocab.encode("a dog likes the tree .".split()).tolist()
-    spec = {
-        "sentences": sents,
-        "ids": ids,
-        "lengths": [len(r) for r in ids_rows],
-        "prefixes": prefixes,
-        "stream_ids": stream,
-    }
-    spec_path = tmp_path / "inputs.json"
-    spec_path.write_text(json.dumps(spec))
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    proc = subprocess.run(
-        [sys.executable, CLIENT, path, "--all", str(spec_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=str(tmp_path),
-        timeout=300,
+    out, ref = assert_client_parity(
+        path,
+        scorer,
+        _sentences(),
+        prefixes=["the cat", "", "zebra"],
+        stream_text="a dog likes the tree .",
+        tmp_path=tmp_path,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["keras_rnnlm_imported"] is False
-
-    for name in ("score_text", "score_ids"):
-        got = out[name]
-        for i, r in enumerate(ref):
-            n = got["lengths"][i]
-            assert n == r.num_tokens
-            np.testing.assert_allclose(
-                got["token_logprobs"][i][:n], r.ln_probs, atol=TOL
-            )
-            assert got["ln_prob"][i] == pytest.approx(r.ln_prob, abs=1e-3)
-            assert got["log10_prob"][i] == pytest.approx(r.log10_prob, abs=1e-3)
     text = out["score_text"]
     for i, r in enumerate(ref):
         n = text["lengths"][i]
-        assert text["num_oov"][i] == r.num_oov
         assert text["tokens"][i][:n] == r.tokens
         assert text["token_is_oov"][i][:n] == r.oov
     assert text["num_oov"][1] == 2  # zebra, okapi
-
-    # next_token_logprobs == the scorer's distribution after the prefix.
-    for i, prefix in enumerate(prefixes):
-        want = [
-            scorer.full_scores(f"{prefix} {t}", eos=False, natural_log=True)[
-                -1
-            ][0]
-            for t in scorer.vocab.tokens
-        ]
-        got = out["next_token_logprobs"]["log_probs"][i]
-        np.testing.assert_allclose(got, want, atol=TOL)
-        top = out["next_token_logprobs"]["top_k_ids"][i]
-        assert top[0] == int(np.argmax(want))
-
-    # initial_state/step streaming == Scorer.continue_ (no <eos>).
-    _, seg = scorer.continue_(scorer.begin(), "a dog likes the tree .")
-    np.testing.assert_allclose(out["step"], seg.ln_probs, atol=TOL)
 
 
 @pytest.mark.slow
