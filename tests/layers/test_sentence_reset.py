@@ -29,34 +29,49 @@ def _segments():
     return [(0, 4, 9), (0, 9, T), (1, 6, T)]
 
 
-@pytest.mark.parametrize("cls", [LSTM, WeightDropLSTM])
-def test_layer_sentence_inside_stream_equals_alone(cls):
-    kw = {"weight_dropout": 0.5, "seed": 1} if cls is WeightDropLSTM else {}
-    layer = cls(H, return_sequences=True, **kw)
-    x = np.random.default_rng(0).normal(size=(B, T, D)).astype("float32")
+def _check_sentence_inside_stream_equals_alone(layer, seed):
+    """``layer(x, reset=_reset())``: before a row's first reset, the
+    unmasked output; each sentence, its output alone from the initial
+    state; a mask of zeros, the unmasked (fused loop's) output."""
+    x = np.random.default_rng(seed).normal(size=(B, T, D)).astype("float32")
     plain = ops.convert_to_numpy(layer(x))
     got = ops.convert_to_numpy(layer(x, reset=_reset()))
-    # before the first reset of a row: the ordinary LSTM
     np.testing.assert_allclose(got[0, :4], plain[0, :4], atol=1e-5)
     np.testing.assert_allclose(got[1, :6], plain[1, :6], atol=1e-5)
     for b, s, e in _segments():
         alone = ops.convert_to_numpy(layer(x[b : b + 1, s:e]))
         np.testing.assert_allclose(got[b, s:e], alone[0], atol=1e-5)
-    # no reset anywhere: the fused loop's results
     none = ops.convert_to_numpy(layer(x, reset=np.zeros((B, T), "float32")))
     np.testing.assert_allclose(none, plain, atol=1e-5)
 
 
-def test_stateful_layer_resets_the_carried_state_at_t0():
-    layer = LSTM(H, return_sequences=True, stateful=True)
-    x = np.random.default_rng(1).normal(size=(B, T, D)).astype("float32")
+def _check_resets_carried_state_at_t0(layer, seed):
+    """A stateful layer with a reset at t = 0 of every row gives the
+    output of a fresh state, and keeps its final state as an unmasked
+    call does."""
+    x = np.random.default_rng(seed).normal(size=(B, T, D)).astype("float32")
     layer(x)  # some carried state
     r = np.zeros((B, T), "float32")
     r[:, 0] = 1.0
     got = ops.convert_to_numpy(layer(x, reset=r))
+    carried = [ops.convert_to_numpy(s) for s in layer.states]
     layer.reset_state()
     want = ops.convert_to_numpy(layer(x))
     np.testing.assert_allclose(got, want, atol=1e-5)
+    for a, b in zip(carried, layer.states):
+        np.testing.assert_allclose(a, ops.convert_to_numpy(b), atol=1e-5)
+
+
+@pytest.mark.parametrize("cls", [LSTM, WeightDropLSTM])
+def test_layer_sentence_inside_stream_equals_alone(cls):
+    kw = {"weight_dropout": 0.5, "seed": 1} if cls is WeightDropLSTM else {}
+    layer = cls(H, return_sequences=True, **kw)
+    _check_sentence_inside_stream_equals_alone(layer, seed=0)
+
+
+def test_stateful_layer_resets_the_carried_state_at_t0():
+    layer = LSTM(H, return_sequences=True, stateful=True)
+    _check_resets_carried_state_at_t0(layer, seed=1)
 
 
 def test_gradients_flow_with_a_reset_mask():
@@ -140,23 +155,6 @@ def test_keras_layer_dropout_is_refused_under_a_reset(key):
 # -- Keras's own layers (keras_lstm, gru, simple_rnn) -------------------
 
 
-def _check_resets_carried_state_at_t0(layer, seed):
-    """A stateful layer with a reset at t = 0 of every row gives the
-    output of a fresh state, and keeps its final state as an unmasked
-    call does."""
-    x = np.random.default_rng(seed).normal(size=(B, T, D)).astype("float32")
-    layer(x)  # some carried state
-    r = np.zeros((B, T), "float32")
-    r[:, 0] = 1.0
-    got = ops.convert_to_numpy(layer(x, reset=r))
-    carried = [ops.convert_to_numpy(s) for s in layer.states]
-    layer.reset_state()
-    want = ops.convert_to_numpy(layer(x))
-    np.testing.assert_allclose(got, want, atol=1e-5)
-    for a, b in zip(carried, layer.states):
-        np.testing.assert_allclose(a, ops.convert_to_numpy(b), atol=1e-5)
-
-
 def _check_trains_with_a_reset_mask(layer, units, seed):
     """One training step of a model over ``layer(x, reset=r)`` changes
     every trainable weight, with a finite loss."""
@@ -191,16 +189,7 @@ KERAS_LAYERS = _keras_layers()
 @pytest.mark.parametrize("name", sorted(KERAS_LAYERS))
 def test_keras_layer_scores_a_sentence_in_a_stream_as_alone(name):
     layer = KERAS_LAYERS[name](H, return_sequences=True)
-    x = np.random.default_rng(10).normal(size=(B, T, D)).astype("float32")
-    plain = ops.convert_to_numpy(layer(x))
-    got = ops.convert_to_numpy(layer(x, reset=_reset()))
-    np.testing.assert_allclose(got[0, :4], plain[0, :4], atol=1e-5)
-    np.testing.assert_allclose(got[1, :6], plain[1, :6], atol=1e-5)
-    for b, s, e in _segments():
-        alone = ops.convert_to_numpy(layer(x[b : b + 1, s:e]))
-        np.testing.assert_allclose(got[b, s:e], alone[0], atol=1e-5)
-    none = ops.convert_to_numpy(layer(x, reset=np.zeros((B, T), "float32")))
-    np.testing.assert_allclose(none, plain, atol=1e-5)
+    _check_sentence_inside_stream_equals_alone(layer, seed=10)
 
 
 @pytest.mark.parametrize("name", sorted(KERAS_LAYERS))
