@@ -1,9 +1,11 @@
 """Clients of the test servers: HTTP with the standard library, gRPC with
 tensorflow-serving-api's own stubs."""
 
+import contextlib
 import json
 import os
 import shutil
+import time
 import urllib.error
 import urllib.request
 
@@ -15,6 +17,37 @@ def copy_base(served_base, tmp_path):
     base = tmp_path / "tiny_lm"
     shutil.copytree(served_base[1], base)
     return str(base)
+
+
+@contextlib.contextmanager
+def polling_server(base, **settings):
+    """A REST-only :class:`~keras_rnnlm.serving.Server` of the tiny model
+    at MODEL_BASE_DIR ``base``, looking for new versions every 0.2 s and
+    stopped on exit; ``settings`` add to its keyword arguments (warm-up)."""
+    from keras_rnnlm.serving import Server
+
+    srv = Server(
+        "tiny_lm",
+        base,
+        rest_port=0,
+        grpc_port=None,
+        poll_seconds=0.2,
+        drain_seconds=5,
+        **settings,
+    ).start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def wait_until(condition, srv, timeout=60):
+    """Waits until ``condition()`` holds, polling every 0.1 s; fails with
+    ``srv``'s version status after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, srv.models.status()
+        time.sleep(0.1)
 
 
 def http(method, url, body=None, timeout=60):
@@ -32,6 +65,20 @@ def http(method, url, body=None, timeout=60):
 
 def rest_url(srv, suffix=""):
     return f"http://127.0.0.1:{srv.rest_port}/v1/models/tiny_lm{suffix}"
+
+
+def rest_initial_state(url):
+    """``(states, bos_ids)`` of the ``initial_state`` signature for one
+    stream, over REST at the ``:predict`` ``url``; the signature takes a
+    scalar, so the request is columnar (no batch dimension)."""
+    status, out = http(
+        "POST",
+        url,
+        {"signature_name": "initial_state", "inputs": {"batch_size": 1}},
+    )
+    assert status == 200, out
+    state = out["outputs"]
+    return state, state.pop("bos_ids")
 
 
 def grpc_predict(srv, signature, inputs, version=None, timeout=60):

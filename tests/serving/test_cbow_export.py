@@ -5,6 +5,7 @@ through JSON) equal the in-Keras Scorer."""
 import numpy as np
 import pytest
 from serving_client import http
+from serving_client import rest_initial_state
 
 TOL = 1e-4
 WINDOW = 4
@@ -69,14 +70,7 @@ def test_rest_round_trip_of_a_cbow_export(tmp_path):
             )
         # Streaming in three requests, the states (window ids included)
         # going back and forth as JSON.
-        status, state = http(
-            "POST",
-            url,
-            {"signature_name": "initial_state", "inputs": {"batch_size": 1}},
-        )
-        assert status == 200, state
-        state = state["outputs"]
-        bos = state.pop("bos_ids")
+        state, bos = rest_initial_state(url)
         assert state["state_0_0"] == [[-1.0] * WINDOW]
         text = "a dog likes the tree . the cat eats some food ."
         ids = scorer.vocab.encode(text.split()).tolist()

@@ -11,6 +11,8 @@ import numpy as np
 from serving_client import copy_base
 from serving_client import grpc_predict
 from serving_client import http
+from serving_client import polling_server
+from serving_client import wait_until
 
 SENTENCES = [
     "the cat sees a ball .",
@@ -90,56 +92,44 @@ def test_concurrent_steps_of_different_lengths(server):
 
 
 def test_version_swap_under_load_loses_nothing(served_base, tmp_path):
-    from keras_rnnlm.serving import Server
-
     base = copy_base(served_base, tmp_path)
-    srv = Server(
-        "tiny_lm",
-        base,
-        rest_port=0,
-        grpc_port=None,
-        poll_seconds=0.2,
-        warm_up=False,  # faster loads; warm-up is exercised elsewhere
-        drain_seconds=5,
-    ).start()
-    url = f"http://127.0.0.1:{srv.rest_port}/v1/models/tiny_lm:predict"
     stop = threading.Event()
     results, errors = [], []
+    # No warm-up: faster loads (warm-up is exercised elsewhere).
+    with polling_server(base, warm_up=False) as srv:
+        url = f"http://127.0.0.1:{srv.rest_port}/v1/models/tiny_lm:predict"
 
-    def client():
-        while not stop.is_set():
-            try:
-                status, out = http("POST", url, {"instances": SENTENCES})
-                (results if status == 200 else errors).append(out)
-            except Exception as e:  # noqa: BLE001  (a lost request)
-                errors.append(repr(e))
+        def client():
+            while not stop.is_set():
+                try:
+                    status, out = http("POST", url, {"instances": SENTENCES})
+                    (results if status == 200 else errors).append(out)
+                except Exception as e:  # noqa: BLE001  (a lost request)
+                    errors.append(repr(e))
 
-    threads = [threading.Thread(target=client) for _ in range(4)]
-    try:
-        for t in threads:
-            t.start()
-        # A new version, written aside then renamed in (atomic).
-        shutil.copytree(os.path.join(base, "1"), tmp_path / "v2")
-        os.rename(tmp_path / "v2", os.path.join(base, "2"))
-        deadline = time.monotonic() + 60
-        while srv.models.servable().version != 2:
-            assert time.monotonic() < deadline, srv.models.status()
-            time.sleep(0.1)
-        # A broken version: reported, the served one stays.
-        os.makedirs(os.path.join(base, "3"))
-        with open(os.path.join(base, "3", "saved_model.pb"), "wb") as f:
-            f.write(b"not a SavedModel")
-        while not any(
-            v == 3 and s == "END" for v, s, *_ in srv.models.status()
-        ):
-            assert time.monotonic() < deadline, srv.models.status()
-            time.sleep(0.1)
-        time.sleep(0.5)
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(60)
-        srv.stop()
+        threads = [threading.Thread(target=client) for _ in range(4)]
+        try:
+            for t in threads:
+                t.start()
+            # A new version, written aside then renamed in (atomic).
+            shutil.copytree(os.path.join(base, "1"), tmp_path / "v2")
+            os.rename(tmp_path / "v2", os.path.join(base, "2"))
+            wait_until(lambda: srv.models.servable().version == 2, srv)
+            # A broken version: reported, the served one stays.
+            os.makedirs(os.path.join(base, "3"))
+            with open(os.path.join(base, "3", "saved_model.pb"), "wb") as f:
+                f.write(b"not a SavedModel")
+            wait_until(
+                lambda: any(
+                    v == 3 and s == "END" for v, s, *_ in srv.models.status()
+                ),
+                srv,
+            )
+            time.sleep(0.5)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(60)
     assert errors == [] and len(results) > 4
     status = {v: (s, code, m) for v, s, code, m in srv.models.status()}
     assert status[2] == ("AVAILABLE", "OK", "")

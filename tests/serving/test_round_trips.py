@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from serving_client import grpc_predict
 from serving_client import http
+from serving_client import rest_initial_state
 from serving_client import rest_url
 
 from keras_rnnlm.scoring import Scorer
@@ -103,15 +104,7 @@ def test_rest_next_token_and_streaming(server, scorer, fmt):
         np.testing.assert_allclose(out["log_probs"][i], want, atol=TOL)
         assert out["top_k_ids"][i][0] == int(np.argmax(want))
         assert out["top_k_tokens"][i][0] == scorer.vocab.tokens[np.argmax(want)]
-    # initial_state takes a scalar: columnar only (no batch dimension).
-    status, state = http(
-        "POST",
-        url,
-        {"signature_name": "initial_state", "inputs": {"batch_size": 1}},
-    )
-    assert status == 200, state
-    state = state["outputs"]
-    bos = state.pop("bos_ids")
+    state, bos = rest_initial_state(url)
     text = "a dog likes the tree ."
     ids = scorer.vocab.encode(text.split()).tolist()
     feed = [bos + ids[:-1]]

@@ -5,13 +5,14 @@ replayed (a bad file fails that version; the served one stays)."""
 import json
 import os
 import shutil
-import time
 
 import numpy as np
 import pytest
 from serving_client import copy_base
 from serving_client import http
+from serving_client import polling_server
 from serving_client import rest_url
+from serving_client import wait_until
 
 MAX_SENTENCE_TOKENS = 200
 
@@ -198,8 +199,6 @@ def test_bad_warmup_file_fails_only_that_version(
     from tensorflow_serving.apis import classification_pb2
     from tensorflow_serving.apis import prediction_log_pb2
 
-    from keras_rnnlm.serving import Server
-
     base = _base_without_warmup_file(served_base, tmp_path)
     new = os.path.join(tmp_path, "v2")
     shutil.copytree(os.path.join(base, "1"), new)
@@ -219,23 +218,15 @@ def test_bad_warmup_file_fails_only_that_version(
             writer.write(b"\xff\xff\xff\xff")
     else:
         _write_warmup(new, [_predict_log("nope", sentences=["a"])])
-    srv = Server(
-        "tiny_lm",
-        base,
-        rest_port=0,
-        grpc_port=None,
-        poll_seconds=0.2,
-        warmup_seconds=0,  # buckets: see the first test
-        drain_seconds=5,
-    ).start()
-    try:
+    # No bucket warm-up (see the first test).
+    with polling_server(base, warmup_seconds=0) as srv:
         os.rename(new, os.path.join(base, "2"))
-        deadline = time.monotonic() + 60
-        while not any(v == 2 for v, *_ in srv.models.status()) or any(
-            v == 2 and s == "LOADING" for v, s, *_ in srv.models.status()
-        ):
-            assert time.monotonic() < deadline, srv.models.status()
-            time.sleep(0.1)
+
+        def loaded():  # version 2 seen and its load over
+            states = [s for v, s, *_ in srv.models.status() if v == 2]
+            return states and "LOADING" not in states
+
+        wait_until(loaded, srv)
         status = {v: (s, c, m) for v, s, c, m in srv.models.status()}
         state, code, reason = status[2]
         assert state == "END" and code != "OK"
@@ -253,8 +244,6 @@ def test_bad_warmup_file_fails_only_that_version(
             "POST", rest_url(srv, ":predict"), {"instances": ["the cat"]}
         )
         assert code == 200 and body["predictions"][0]["num_tokens"] == 3
-    finally:
-        srv.stop()
 
 
 def test_serve_refuses_a_negative_warmup_budget(tmp_path, capsys):
