@@ -16,8 +16,9 @@ median as their ``reference``.
 
 One record per command goes to ``bench/results/startup.jsonl`` (kind
 ``latency``, seconds): the CPU (model, widest vector ISA and the vector
-extensions from ``lscpu``), the thread settings of the environment, the
-library versions and the load. Standard library only.
+extensions from ``lscpu``, the ISA cap of the environment), the thread
+settings of the environment, the library versions and the load. Standard
+library only.
 """
 
 import argparse
@@ -56,14 +57,7 @@ THREAD_VARIABLES = (
     "KERAS_RNNLM_MALLOC",
     "TF_CPP_MIN_LOG_LEVEL",
 )
-LIBRARIES = ("keras", "tensorflow", "numpy", "jax")
-#: x86 flags, widest first, and the ISA they name.
-X86_ISAS = (
-    ("avx512f", "AVX-512"),
-    ("avx2", "AVX2"),
-    ("avx", "AVX"),
-    ("sse4_2", "SSE4.2"),
-)
+LIBRARIES = ("keras", "tensorflow", "numpy", "jax", "torch")
 VECTOR_FLAG = re.compile(r"^(sse|ssse|avx|fma|f16c|amx|vnni|gfni|vaes|vpcl)")
 
 
@@ -90,20 +84,22 @@ def cores():
 
 
 def cpu_fields():
-    """The CPU model, its widest vector ISA and its vector extensions."""
+    """The CPU as every bench record gives it (``cpu_model``, ``isa``: its
+    vector extensions, ``isa_cap`` when the environment caps them,
+    ``cores``), and its widest vector ISA in ``device``."""
+    # Imported after the timings: bench.harness sets TF_CPP_MIN_LOG_LEVEL,
+    # which the timed children must not inherit.
+    from bench.harness.machine import device_class
+    from bench.harness.machine import isa_cap
+
     info = lscpu()
-    flags = info.get("Flags", "").split()
-    isa = next(
-        (name for flag, name in X86_ISAS if flag in flags), platform.machine()
-    )
+    flags = [f for f in info.get("Flags", "").split() if VECTOR_FLAG.match(f)]
     model = info.get("Model name") or platform.processor() or "unknown"
-    return {
-        "device": f"CPU {model}, {isa}, {cores()} cores",
-        "cpu": model,
-        "isa": isa,
-        "isa_extensions": [f for f in flags if VECTOR_FLAG.match(f)],
-        "cores": cores(),
-    }
+    out = {"cpu_model": model, "isa": flags, "cores": cores()}
+    cap = isa_cap(flags)
+    if cap:
+        out["isa_cap"] = cap
+    return {"device": device_class({"device": "CPU", **out}), **out}
 
 
 def versions():

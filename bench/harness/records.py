@@ -5,8 +5,13 @@ A record holds ``kind`` (``throughput``, ``latency``, ``memory``,
 ``name`` (what was measured), ``model`` (which implementation),
 ``value`` and ``unit``, and, for a comparison, ``reference``,
 ``reference_name`` and ``ratio`` (value / reference: both measured in
-the same run on the same machine). :func:`record_fields` adds what every
-record of a run shares: the machine (:mod:`bench.harness.machine`), the
+the same run on the same machine; a comparison with upstream code names
+it, e.g. ``salesforce/awd-lstm-lm``). ``name`` says the shape (the preset:
+``cpu``, ``paper``, ``small``, ...) and ``train`` or ``eval``.
+:func:`record_fields` adds what every record of a run shares: the
+machine (``device``, ``cpu_model``, ``isa``, ``isa_cap`` when capped,
+``cores``: :mod:`bench.harness.machine`), the ``threads`` setting (and
+``thread_env``, the thread variables set), the library ``versions``, the
 date, the command, the git commit and the load.
 """
 
@@ -15,9 +20,12 @@ import json
 import os
 import sys
 
+from bench.harness.machine import THREAD_VARIABLES
 from bench.harness.machine import cpu_facts
 from bench.harness.machine import git_commit
 from bench.harness.machine import machine
+from bench.harness.machine import thread_settings
+from bench.harness.machine import versions
 
 
 def record(
@@ -63,12 +71,22 @@ def command_line(module, argv=None):
 
 def record_fields(module, argv=None, device=None, **extra):
     """The fields every record of a run shares: ``device`` (default: this
-    machine's CPU), the CPU facts (``cpu``, ``isa``, ``cores``: the host's
-    on a GPU too), ``date``, ``command`` (``module`` as typed), the
-    ``git_commit``, the 1-minute ``load_average``, then ``extra``."""
+    machine's CPU class), the CPU facts (``cpu_model``, ``isa``,
+    ``isa_cap`` when capped, ``cores``: the host's on a GPU too),
+    ``threads`` (unless ``extra`` gives it: ``--threads N`` of the
+    command, else the environment's, else ``default``), ``thread_env``
+    (the thread variables set, if any), ``versions`` (TensorFlow, Keras,
+    JAX, torch: those installed), ``date``, ``command`` (``module`` as
+    typed), the ``git_commit``, the 1-minute ``load_average``, then
+    ``extra``."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    env = {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ}
     return {
         "device": device or machine(),
         **cpu_facts(),
+        "threads": thread_settings(args),
+        **({"thread_env": env} if env else {}),
+        "versions": versions(),
         "date": datetime.date.today().isoformat(),
         "command": command_line(module, argv),
         "git_commit": git_commit(),

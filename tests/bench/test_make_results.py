@@ -219,3 +219,100 @@ def test_current_key_includes_machine_and_threads():
     kept = current([("t", r) for r in (a, b, c, newer)])
     assert sorted(r["value"] for _, r in kept) == [2.0, 3.0, 4.0]
     assert device_class(a) != device_class(c)
+
+
+def _new_cpu(flags, cap=None, model="AMD EPYC", cores=2):
+    """The CPU fields of a record written now (bench.harness.records)."""
+    rec = {"device": "CPU (see the fields)", "cpu_model": model}
+    rec.update(isa=list(flags), cores=cores, threads=1)
+    if cap:
+        rec["isa_cap"] = cap
+    rec["versions"] = {"tensorflow": "2.21.0", "keras": "3.15.1"}
+    return rec
+
+
+AVX512_FLAGS = ["sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16"]
+
+
+def test_new_records_group_with_old_ones_of_their_class(tmp_path):
+    """A record with ``cpu_model`` and an ``isa`` list joins the older
+    records (``cpu``/``isa`` strings) of its CPU class; a capped run is a
+    class of its own; the records without a model stay apart."""
+    capped = {"ONEDNN_MAX_CPU_ISA": "AVX2", "xla_cpu_max_isa": "AVX2"}
+    records = [
+        _speed("zaremba_small_train", "keras_rnnlm", 111.0, 100.0, _cpu(AMD)),
+        _speed(
+            "zaremba_small_eval",
+            "keras_rnnlm",
+            333.0,
+            300.0,
+            _new_cpu(AVX512_FLAGS),
+        ),
+        _speed(
+            "zaremba_small_train",
+            "keras_rnnlm",
+            77.0,
+            100.0,
+            _new_cpu(AVX512_FLAGS, capped),
+        ),
+        _speed(
+            "zaremba_small_train",
+            "keras_rnnlm",
+            99.0,
+            100.0,
+            {"device": "CPU x86_64, 2 cores"},
+        ),
+    ]
+    _write(tmp_path / "results", "throughput", records)
+    _, generated, _ = _run(tmp_path)
+    sections = _sections(generated)
+    plain = "CPU AMD EPYC, AVX-512, 2 cores"
+    cap = "CPU AMD EPYC, AVX2 (capped from AVX-512), 2 cores"
+    old = "CPU x86_64, 2 cores (model and ISA not recorded)"
+    assert set(sections) == {plain, cap, old}
+    assert "111 (1.11x)" in sections[plain] and "333" in sections[plain]
+    assert "77 (0.77x)" in sections[cap] and "111" not in sections[cap]
+    assert "99" in sections[old] and "77" not in sections[old]
+    assert device_class(records[2]) != device_class(records[1])
+
+
+def test_run_environment_records_with_a_cap_are_their_own_class(tmp_path):
+    """The quickstart's record (keras_rnnlm's run environment) with
+    ``ONEDNN_MAX_CPU_ISA`` in its environment is a class of its own."""
+    flags = AVX512_FLAGS
+    base = {
+        "kind": "quickstart",
+        "name": "readme_quickstart",
+        "date": "2026-12-01",
+        "test_ppl": 290.1,
+        "within_tolerance": True,
+        "cpu": {"model": "AMD EPYC", "isa": flags, "cores": 2},
+    }
+    plain = dict(base, valid_ppl=300.5, environment={"env": {}})
+    capped = dict(
+        base,
+        valid_ppl=311.5,
+        environment={"env": {"ONEDNN_MAX_CPU_ISA": "SSE41"}},
+    )
+    _write(tmp_path / "results", "quickstart", [plain, capped])
+    _, generated, _ = _run(tmp_path)
+    sections = _sections(generated)
+    assert set(sections) == {
+        "CPU AMD EPYC, AVX-512, 2 cores",
+        "CPU AMD EPYC, SSE4.1 (capped from AVX-512), 2 cores",
+    }
+    assert "300" in sections["CPU AMD EPYC, AVX-512, 2 cores"]
+    assert "312" not in sections["CPU AMD EPYC, AVX-512, 2 cores"]
+
+
+def test_classes_by_widest_isa_and_cores():
+    avx2 = ["sse4_2", "avx", "avx2", "fma"]
+    assert device_class(_new_cpu(avx2)) == "CPU AMD EPYC, AVX2, 2 cores"
+    assert (
+        device_class(_new_cpu(avx2, cores=1)) == "CPU AMD EPYC, AVX2, 1 cores"
+    )
+    # torch's default kernels: below any vector ISA.
+    rec = _new_cpu(avx2, {"ATEN_CPU_CAPABILITY": "default"})
+    assert device_class(rec) == (
+        "CPU AMD EPYC, baseline (capped from AVX2), 2 cores"
+    )
