@@ -35,6 +35,7 @@ import keras
 from keras import ops
 
 from keras_rnnlm.layers.locked_dropout import LockedDropout
+from keras_rnnlm.layers.serialization import serialized_initializers
 
 
 def coefficient_of_variation_squared(prior):
@@ -183,10 +184,7 @@ class DirectOutputConnection(keras.layers.Layer):
             "latent_dropout": self.latent_dropout,
             "cv_penalty": self.cv_penalty,
             "seed": self.seed,
-            "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer
-            ),
-            "bias_initializer": keras.initializers.serialize(
-                self.bias_initializer
+            **serialized_initializers(
+                self, "kernel_initializer", "bias_initializer"
             ),
         }

@@ -57,6 +57,7 @@ import keras
 from keras import initializers
 from keras import ops
 
+from keras_rnnlm.layers.serialization import serialized_initializers
 from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
 from keras_rnnlm.loops.fused_recurrence import resolve_fast_path
 from keras_rnnlm.loops.recurrence import lstm_recurrence
@@ -453,14 +454,11 @@ class MajorMinorLSTM(keras.layers.Layer):
                 "return_sequences": self.return_sequences,
                 "return_state": self.return_state,
                 "stateful": self.stateful,
-                "kernel_initializer": initializers.serialize(
-                    self.kernel_initializer
-                ),
-                "recurrent_initializer": initializers.serialize(
-                    self.recurrent_initializer
-                ),
-                "bias_initializer": initializers.serialize(
-                    self.bias_initializer
+                **serialized_initializers(
+                    self,
+                    "kernel_initializer",
+                    "recurrent_initializer",
+                    "bias_initializer",
                 ),
                 "unit_forget_bias": self.unit_forget_bias,
                 "fuse_branches": self.fuse_branches,

@@ -24,6 +24,7 @@ import keras
 from keras import ops
 
 from keras_rnnlm.layers.locked_dropout import LockedDropout
+from keras_rnnlm.layers.serialization import serialized_initializers
 
 
 def mixture_log_probs(component_logits, prior_logits):
@@ -149,10 +150,7 @@ class MixtureOfSoftmaxes(keras.layers.Layer):
             "latent_dim": self.latent_dim,
             "latent_dropout": self.latent_dropout,
             "seed": self.seed,
-            "kernel_initializer": keras.initializers.serialize(
-                self.kernel_initializer
-            ),
-            "bias_initializer": keras.initializers.serialize(
-                self.bias_initializer
+            **serialized_initializers(
+                self, "kernel_initializer", "bias_initializer"
             ),
         }

@@ -86,6 +86,7 @@ import keras
 from keras import initializers
 from keras import ops
 
+from keras_rnnlm.layers.serialization import serialized_initializers
 from keras_rnnlm.loops import recurrence
 from keras_rnnlm.loops.fused_recurrence import FUSED_MODES
 from keras_rnnlm.loops.fused_recurrence import FusedRecurrence
@@ -650,19 +651,14 @@ class MultiCellLSTMCell(keras.layers.Layer):
                 "random_inference": self.random_inference,
                 "initial_cells": self.initial_cells,
                 "initial_cells_scale": self.initial_cells_scale,
-                "kernel_initializer": initializers.serialize(
-                    self.kernel_initializer
-                ),
-                "recurrent_initializer": initializers.serialize(
-                    self.recurrent_initializer
-                ),
-                "bias_initializer": initializers.serialize(
-                    self.bias_initializer
+                **serialized_initializers(
+                    self,
+                    "kernel_initializer",
+                    "recurrent_initializer",
+                    "bias_initializer",
                 ),
                 "unit_forget_bias": self.unit_forget_bias,
-                "cell_weight_initializer": initializers.serialize(
-                    self.cell_weight_initializer
-                ),
+                **serialized_initializers(self, "cell_weight_initializer"),
                 "seed": self.seed,
             }
         )

@@ -72,6 +72,7 @@ import keras
 from keras import initializers
 from keras import ops
 
+from keras_rnnlm.layers.serialization import serialized_initializers
 from keras_rnnlm.loops import recurrence
 from keras_rnnlm.loops.fused_recurrence import FusedRecurrence
 from keras_rnnlm.loops.fused_recurrence import value_of
@@ -245,17 +246,12 @@ class MultiplicativeCell(keras.layers.Layer):
             {
                 "units": self.units,
                 "intermediate_size": self.intermediate_size,
-                "kernel_initializer": initializers.serialize(
-                    self.kernel_initializer
-                ),
-                "recurrent_initializer": initializers.serialize(
-                    self.recurrent_initializer
-                ),
-                "intermediate_initializer": initializers.serialize(
-                    self.intermediate_initializer
-                ),
-                "bias_initializer": initializers.serialize(
-                    self.bias_initializer
+                **serialized_initializers(
+                    self,
+                    "kernel_initializer",
+                    "recurrent_initializer",
+                    "intermediate_initializer",
+                    "bias_initializer",
                 ),
             }
         )
