@@ -25,7 +25,9 @@ registered names a fresh interpreter knows after ``import keras_rnnlm``
 alone, and whether a ``.keras`` file loads there.
 
 :func:`numpy_lstm` is the float64 LSTM the recurrent layers' outputs are
-compared with.
+compared with; :func:`assert_windows_equal_whole` checks that a stateful
+model carries its state from window to window; :func:`gradients` are a
+layer's gradients on the TensorFlow and the JAX backend.
 
 Only public Keras APIs are used. Tests import this module as
 ``from layer_testing import run_layer_test`` (``tests/`` is on
@@ -72,6 +74,63 @@ def numpy_lstm(x, kernel, rkernel, bias, h=None, c=None):
         h = sig(o) * np.tanh(c)
         out.append(h)
     return np.stack(out, 1), h, c
+
+
+def assert_windows_equal_whole(model, whole, ids, window):
+    """``model`` (stateful) fed ``ids`` window by window through its
+    compiled predict step, from the zero state, equals one pass of the
+    stateless ``whole`` over ``ids`` (within 1e-5); returns ``whole``'s
+    output."""
+    from keras_rnnlm.models import reset_states
+
+    ref = ops.convert_to_numpy(whole(ids))
+    reset_states(model)
+    steps = ids.shape[1]
+    out = np.concatenate(
+        [
+            ops.convert_to_numpy(model.predict_on_batch(ids[:, s : s + window]))
+            for s in range(0, steps, window)
+        ],
+        axis=1,
+    )
+    np.testing.assert_allclose(out, ref, atol=1e-5)
+    return ref
+
+
+def _outputs_loss(outputs):
+    """``sum(out ** 2) + sum_k (k + 1) * sum(state_k)``: every output and
+    returned state weighs in, each differently."""
+    out, *states = outputs
+    return ops.sum(out**2) + sum(
+        (k + 1) * ops.sum(s) for k, s in enumerate(states)
+    )
+
+
+def gradients(layer, x, loss=_outputs_loss, **call_kwargs):
+    """The gradients of ``loss(layer(x, **call_kwargs))`` (written with
+    ``keras.ops``; by default every output and state weighs in) with
+    respect to ``x`` and each trainable variable of ``layer``, as NumPy
+    arrays in that order (TensorFlow or JAX backend)."""
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        xt = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(xt)
+            value = loss(layer(xt, **call_kwargs))
+        grads = tape.gradient(value, [xt, *layer.trainable_variables])
+        return [g.numpy() for g in grads]
+    import jax
+
+    fixed = [v.value for v in layer.non_trainable_variables]
+
+    def f(weights, x):
+        return loss(layer.stateless_call(weights, fixed, x, **call_kwargs)[0])
+
+    gw, gx = jax.grad(f, argnums=(0, 1))(
+        [v.value for v in layer.trainable_variables], x
+    )
+    return [np.asarray(gx), *[np.asarray(g) for g in gw]]
 
 
 def randomized(layer, input_shape, seed, scale=0.5):

@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import gradients
 from layer_testing import numpy_lstm
 from layer_testing import run_layer_test
 
@@ -30,38 +31,10 @@ def test_matches_numpy_reference():
     np.testing.assert_allclose(ops.convert_to_numpy(c), ref_c, atol=1e-5)
 
 
-def _grads(layer, x):
-    """Gradients of a loss using all outputs w.r.t. input and weights."""
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        xt = tf.constant(x)
-        with tf.GradientTape() as tape:
-            tape.watch(xt)
-            o, h, c = layer(xt)
-            loss = tf.reduce_sum(o**2) + tf.reduce_sum(h) + 2 * tf.reduce_sum(c)
-        return [
-            g.numpy()
-            for g in tape.gradient(loss, [xt, *layer.trainable_variables])
-        ]
-    import jax
-
-    fixed = [v.value for v in layer.non_trainable_variables]
-
-    def f(weights, x):
-        o, h, c = layer.stateless_call(weights, fixed, x)[0]
-        return (o**2).sum() + h.sum() + 2 * c.sum()
-
-    gw, gx = jax.grad(f, argnums=(0, 1))(
-        [v.value for v in layer.trainable_variables], x
-    )
-    return [np.asarray(gx), *[np.asarray(g) for g in gw]]
-
-
 def test_gradients_match_keras_lstm():
     x = np.random.default_rng(1).normal(size=(3, 7, 5)).astype("float32")
     fast, ref = _pair()
-    for g_fast, g_ref in zip(_grads(fast, x), _grads(ref, x)):
+    for g_fast, g_ref in zip(gradients(fast, x), gradients(ref, x)):
         np.testing.assert_allclose(g_fast, g_ref, atol=2e-5, rtol=1e-4)
 
 

@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import assert_windows_equal_whole
 from layer_testing import numpy_lstm
 from layer_testing import run_layer_test
 
@@ -411,16 +412,7 @@ def test_builder_carries_state(minor_input):
     names = [la.name for la in outer_recurrent_layers(model)]
     assert names == ["rnn_0", "rnn_1"]
     ids = np.random.default_rng(0).integers(0, 20, (2, 12)).astype("int32")
-    ref = ops.convert_to_numpy(whole(ids))
-    reset_states(model)
-    out = np.concatenate(
-        [
-            ops.convert_to_numpy(model.predict_on_batch(ids[:, s : s + 4]))
-            for s in range(0, 12, 4)
-        ],
-        axis=1,
-    )
-    np.testing.assert_allclose(out, ref, atol=1e-5)
+    ref = assert_windows_equal_whole(model, whole, ids, 4)
     reset_states(model)
     for layer in outer_recurrent_layers(model):
         assert not any(ops.convert_to_numpy(v).any() for v in layer.states)

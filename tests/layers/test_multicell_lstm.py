@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import gradients
 from layer_testing import run_layer_test
 
 from keras_rnnlm.layers.lstm import LSTM
@@ -156,40 +157,17 @@ def test_naive_cell_in_keras_rnn_matches_reference(strategy):
     assert rnn(x).shape == (B, H)
 
 
-def _grads(layer, x, training=True):
-    """Gradients of a loss of all outputs w.r.t. the input and weights."""
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
+def _cell_weighted_loss(outputs):
+    """Every output weighs in, each memory cell of ``c`` differently."""
+    out, h, c = outputs
+    weights = ops.arange(M * H, dtype=c.dtype) / 10.0
+    return ops.sum(out**2) + ops.sum(h) + ops.sum(c * weights)
 
-        xt = tf.constant(x)
-        with tf.GradientTape() as tape:
-            tape.watch(xt)
-            out, h, c = layer(xt, training=training)
-            loss = (
-                tf.reduce_sum(out**2)
-                + tf.reduce_sum(h)
-                + tf.reduce_sum(c * tf.range(M * H, dtype=c.dtype) / 10.0)
-            )
-        grads = tape.gradient(loss, [xt, *layer.trainable_variables])
-        return [g.numpy() for g in grads]
-    import jax
 
-    fixed = [v.value for v in layer.non_trainable_variables]
-
-    def f(weights, x):
-        (out, h, c), _ = layer.stateless_call(
-            weights, fixed, x, training=training
-        )
-        return (
-            (out**2).sum()
-            + h.sum()
-            + (c * (jax.numpy.arange(M * H, dtype=c.dtype) / 10.0)).sum()
-        )
-
-    gw, gx = jax.grad(f, argnums=(0, 1))(
-        [v.value for v in layer.trainable_variables], x
-    )
-    return [np.asarray(gx), *[np.asarray(g) for g in gw]]
+def _grads(layer, x):
+    """Gradients (input, then weights) of :func:`_cell_weighted_loss` in
+    training."""
+    return gradients(layer, x, _cell_weighted_loss, training=True)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -483,7 +461,7 @@ def test_static_weights_and_bad_arguments():
     keras.backend.backend() != "tensorflow",
     reason="runs the JAX check from the TensorFlow test session",
 )
-def test_jax_backend_matches_reference_and_gradients():
+def test_jax_backend_matches_reference_and__grads():
     """The reference, gradient and LSTM-equivalence tests on JAX."""
     env = dict(os.environ, KERAS_BACKEND="jax")
     proc = subprocess.run(

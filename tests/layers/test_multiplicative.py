@@ -2,6 +2,7 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import gradients
 from layer_testing import randomized
 from layer_testing import run_layer_test
 
@@ -148,41 +149,11 @@ def test_one_step_cell_matches_reference(name):
         np.testing.assert_allclose(ops.convert_to_numpy(s), r, atol=1e-5)
 
 
-def _grads(layer, x):
-    """Gradients of a loss of all outputs w.r.t. the input and weights."""
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        xt = tf.constant(x)
-        with tf.GradientTape() as tape:
-            tape.watch(xt)
-            out, *states = layer(xt)
-            loss = tf.reduce_sum(out**2) + sum(
-                (k + 1) * tf.reduce_sum(s) for k, s in enumerate(states)
-            )
-        grads = tape.gradient(loss, [xt, *layer.trainable_variables])
-        return [g.numpy() for g in grads]
-    import jax
-
-    fixed = [v.value for v in layer.non_trainable_variables]
-
-    def f(weights, x):
-        out, *states = layer.stateless_call(weights, fixed, x)[0]
-        return (out**2).sum() + sum(
-            (k + 1) * s.sum() for k, s in enumerate(states)
-        )
-
-    gw, gx = jax.grad(f, argnums=(0, 1))(
-        [v.value for v in layer.trainable_variables], x
-    )
-    return [np.asarray(gx), *[np.asarray(g) for g in gw]]
-
-
 @pytest.mark.parametrize("name", sorted(CELLS))
 def test_fused_gradients_match_naive_and_reach_every_weight(name):
     x = np.random.default_rng(1).normal(size=(B, T, D)).astype("float32")
     fused, naive = _layer(name), _layer(name, fused=False)
-    g_fused, g_naive = _grads(fused, x), _grads(naive, x)
+    g_fused, g_naive = gradients(fused, x), gradients(naive, x)
     assert len(g_fused) == 1 + len(fused.trainable_variables)
     for a, b, v in zip(g_fused, g_naive, [None, *fused.trainable_variables]):
         np.testing.assert_allclose(a, b, atol=2e-5, rtol=1e-4)

@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from layer_testing import assert_windows_equal_whole
 from layer_testing import run_layer_test
 
 from keras_rnnlm.config import ModelConfig
@@ -13,7 +14,6 @@ from keras_rnnlm.layers.keras_recurrent import KerasLSTM
 from keras_rnnlm.layers.keras_recurrent import SimpleRNN
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import copy_weights
-from keras_rnnlm.models import reset_states
 
 LAYERS = ["lstm", "keras_lstm", "gru", "simple_rnn", "mlstm", "tmgru"]
 
@@ -60,16 +60,7 @@ def test_predict_on_batch_carries_state(cell):
     state assignments; the layers track their state)."""
     model, whole = _models(cell, 2)
     ids = np.random.default_rng(0).integers(0, 20, (2, 28)).astype("int32")
-    ref = ops.convert_to_numpy(whole(ids))
-    reset_states(model)
-    out = np.concatenate(
-        [
-            ops.convert_to_numpy(model.predict_on_batch(ids[:, s : s + 7]))
-            for s in range(0, 28, 7)
-        ],
-        axis=1,
-    )
-    np.testing.assert_allclose(out, ref, atol=1e-5)
+    assert_windows_equal_whole(model, whole, ids, 7)
 
 
 @pytest.mark.parametrize("cell", ["lstm", "mlstm"])
