@@ -99,16 +99,23 @@ def _lm(context=None, **kw):
     )
 
 
+def _stream_and_alone(cfg, seed):
+    """``(alone, x, got)``: the model of ``cfg`` for one row (``alone``),
+    random ids ``x`` and the output over ``x`` with the reset mask
+    :func:`_reset` of the sentence-reset model (the same weights)."""
+    model = build_language_model(cfg, 20, B, seed=0, reset_input=True)
+    alone = build_language_model(cfg, 20, 1, seed=1)
+    copy_weights(model, alone)
+    x = np.random.default_rng(seed).integers(0, 20, (B, T)).astype("int32")
+    got = ops.convert_to_numpy(model({"tokens": x, "reset": _reset()}))
+    return alone, x, got
+
+
 @pytest.mark.parametrize("weight_dropout", [0.0, 0.4])
 def test_model_scores_a_sentence_in_a_stream_as_alone(weight_dropout):
     """Sentence reset through the builder (every recurrent layer), the
     scores of each sentence equal scoring it alone from the zero state."""
-    cfg = _lm(weight_dropout=weight_dropout)
-    model = build_language_model(cfg, 20, B, seed=0, reset_input=True)
-    alone = build_language_model(cfg, 20, 1, seed=1)
-    copy_weights(model, alone)
-    x = np.random.default_rng(3).integers(0, 20, (B, T)).astype("int32")
-    got = ops.convert_to_numpy(model({"tokens": x, "reset": _reset()}))
+    alone, x, got = _stream_and_alone(_lm(weight_dropout=weight_dropout), 3)
     for b, s, e in _segments():
         for layer in alone.layers:
             if getattr(layer, "stateful", False):
@@ -121,12 +128,7 @@ def test_cbow_context_is_not_reset():
     """The LSTM restarts at the sentence, the CBOW window does not: the
     sentence's scores depend on the sentences before it."""
     ctx = {"weighting": "uniform", "window": 10, "dim": 4}
-    cfg = _lm(context=ctx)
-    model = build_language_model(cfg, 20, B, seed=0, reset_input=True)
-    alone = build_language_model(cfg, 20, 1, seed=1)
-    copy_weights(model, alone)
-    x = np.random.default_rng(4).integers(0, 20, (B, T)).astype("int32")
-    got = ops.convert_to_numpy(model({"tokens": x, "reset": _reset()}))
+    alone, x, got = _stream_and_alone(_lm(context=ctx), 4)
     want = ops.convert_to_numpy(alone(x[0:1, 4:9]))
     assert not np.allclose(got[0, 4:9], want[0], atol=1e-4)
 
