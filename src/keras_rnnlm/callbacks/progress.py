@@ -32,6 +32,25 @@ def _format_value(value):
     return f"{value:.4f}" if abs(value) > 1e-3 else f"{value:.4e}"
 
 
+class _Durations:
+    """Durations measured from marks, and their mean."""
+
+    def __init__(self):
+        self.total = 0.0
+        self.count = 0
+
+    def add_since(self, mark, now):
+        """Adds ``now - mark``; nothing when ``mark`` is ``None`` (not
+        set yet)."""
+        if mark is not None:
+            self.total += now - mark
+            self.count += 1
+
+    def mean(self):
+        """The mean duration (``None`` before one is added)."""
+        return self.total / self.count if self.count else None
+
+
 class RunProgbar(keras.callbacks.ProgbarLogger):
     """The progress of a run: ``Epoch k/N`` out of the run's epochs, the
     batch within the epoch out of the epoch's batches (a run resumed in
@@ -72,10 +91,8 @@ class RunProgbar(keras.callbacks.ProgbarLogger):
         self._offset = 0
         self._epoch = 0
         self._open_line = False
-        self._step_time = 0.0  # summed over the timed batches
-        self._timed = 0
-        self._end_time = 0.0  # summed over the measured epoch ends
-        self._ends = 0
+        self._batches = _Durations()  # the timed batches
+        self._epoch_ends = _Durations()  # the measured epoch ends
         self._last_batch_end = None
         self._epoch_ended = None
         self._show_loss = None  # decided at the run's first batch
@@ -92,9 +109,7 @@ class RunProgbar(keras.callbacks.ProgbarLogger):
     # -- the clock ------------------------------------------------------------
     def step_seconds(self):
         """The mean time of a batch (``None`` before one is timed)."""
-        if self._timed:
-            return self._step_time / self._timed
-        return None
+        return self._batches.mean()
 
     def run_seconds_left(self, current):
         """The estimated time to the end of the run, ``current`` batches
@@ -104,18 +119,16 @@ class RunProgbar(keras.callbacks.ProgbarLogger):
             return None
         later = self.total_epochs - self._epoch - 1
         batches = self.target - current + later * self.target
-        ends = self._end_time / self._ends if self._ends else 0.0
+        ends = self._epoch_ends.mean() or 0.0
         return step * batches + ends * (later + 1)
 
     # -- the callbacks --------------------------------------------------------
     def on_epoch_begin(self, epoch, logs=None):
         now = time.monotonic()
-        if self._epoch_ended is not None:
-            # the previous epoch's end, from its last batch: validation,
-            # checkpoints, plots
-            self._end_time += now - self._epoch_ended
-            self._ends += 1
-            self._epoch_ended = None
+        # the previous epoch's end, from its last batch: validation,
+        # checkpoints, plots
+        self._epoch_ends.add_since(self._epoch_ended, now)
+        self._epoch_ended = None
         self._epoch = int(epoch)
         self._offset = int(getattr(self.stream, "start", 0) or 0)
         self.target = self._offset + self._steps
@@ -130,9 +143,7 @@ class RunProgbar(keras.callbacks.ProgbarLogger):
 
     def on_train_batch_end(self, batch, logs=None):
         now = time.monotonic()
-        if self._last_batch_end is not None:
-            self._step_time += now - self._last_batch_end
-            self._timed += 1
+        self._batches.add_since(self._last_batch_end, now)
         self._last_batch_end = now
         if self._show_loss is None:
             self._show_loss = _adds_to_nll(logs)
