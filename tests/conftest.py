@@ -4,10 +4,10 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from run_dirs import write_run_dir  # noqa: E402
+from tiny_configs import tiny_run_dict  # noqa: E402
 
 from keras_rnnlm.config import RunConfig  # noqa: E402
 
@@ -35,44 +35,9 @@ def tiny_corpus_dir(tmp_path_factory):
     return str(d)
 
 
-_TINY_JIT = False if keras.backend.backend() == "tensorflow" else "auto"
-
-
 @pytest.fixture
 def tiny_config(tiny_corpus_dir, tmp_path):
-    return RunConfig.from_dict(
-        {
-            "name": "tiny",
-            "data": {
-                "corpus": tiny_corpus_dir,
-                "level": "word",
-                "batch_size": 4,
-                "bptt": 8,
-                "eval_batch_size": 2,
-                "test_batch_size": 1,
-            },
-            "model": {
-                "embedding_dim": 16,
-                "hidden_sizes": [16, 16],
-                "init_range": 0.1,
-            },
-            "train": {
-                "epochs": 2,
-                "optimizer": "adam",
-                "learning_rate": 0.01,
-                "clipnorm": 5.0,
-                "out_dir": str(tmp_path / "run"),
-                "tensorboard": False,
-                "verbose": 0,
-                # The plain evaluation step on TensorFlow: "auto" would
-                # XLA-compile a whole step per evaluator and process, which
-                # these 60-token splits never repay
-                # (tests/evaluation/test_static.py covers the XLA step).
-                # JAX keeps its jitted step.
-                "jit_compile": _TINY_JIT,
-            },
-        }
-    )
+    return RunConfig.from_dict(tiny_run_dict(tiny_corpus_dir, tmp_path / "run"))
 
 
 def train_tiny_run(out, corpus_dir, level="word", epochs=10):

@@ -1,7 +1,11 @@
 """Run directories for tests: the three files every run command reads
-(``config.json``, ``vocab.json``, ``best.weights.h5``)."""
+(``config.json``, ``vocab.json``, ``best.weights.h5``), and what a test
+reads back from a trained one (the epoch log, the last checkpoint)."""
 
+import csv
 import os
+
+import numpy as np
 
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.runs import load_run_corpus
@@ -26,3 +30,22 @@ def write_random_run(config, out, seed=5):
         config.model, len(corpus.vocab), None, stateful=False, seed=seed
     )
     return write_run_dir(out, config, corpus.vocab, model), corpus
+
+
+def run_log(run_dir):
+    """The rows of ``run_dir/log.csv`` (one dict of strings an epoch)."""
+    with open(os.path.join(run_dir, "log.csv")) as f:
+        return list(csv.DictReader(f))
+
+
+def checkpoint_weights(config):
+    """The model weights (NumPy arrays) of the last checkpoint of the run
+    ``config`` trained (``checkpoint/last.weights.h5``)."""
+    from keras_rnnlm.training import prepare_run
+
+    _, model = prepare_run(config)
+    model.optimizer.build(model.trainable_variables)
+    model.load_weights(
+        os.path.join(config.train.out_dir, "checkpoint", "last.weights.h5")
+    )
+    return [np.asarray(w) for w in model.get_weights()]

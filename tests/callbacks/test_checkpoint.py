@@ -2,39 +2,22 @@
 from its last mid-epoch checkpoint and ends exactly where an uninterrupted
 run does (weights, optimizer state, epoch logs, NT-ASGD average)."""
 
-import csv
 import json
 import os
 
 import keras
 import numpy as np
 import pytest
+from interrupting import Killed
+from interrupting import kill
+from run_dirs import checkpoint_weights
+from run_dirs import run_log
 
 from keras_rnnlm.callbacks.checkpoint import TrainingCheckpoint
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.config import apply_overrides
 from keras_rnnlm.training import prepare_run
 from keras_rnnlm.training import train
-
-
-class _Killed(Exception):
-    pass
-
-
-class _Kill(keras.callbacks.Callback):
-    """Raises at the end of batch ``batch`` (index within the ``fit``
-    call) of ``epoch``: before that batch's checkpoint, like a kill."""
-
-    def __init__(self, epoch, batch):
-        super().__init__()
-        self.epoch, self.batch = epoch, batch
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._epoch = epoch
-
-    def on_train_batch_end(self, batch, logs=None):
-        if self._epoch == self.epoch and batch == self.batch:
-            raise _Killed(f"killed in epoch {self.epoch} at batch {batch}")
 
 
 class _Batches(keras.callbacks.Callback):
@@ -52,28 +35,14 @@ class _Batches(keras.callbacks.Callback):
         self.per_epoch[self._epoch] += 1
 
 
-def _log(out):
-    with open(os.path.join(out, "log.csv")) as f:
-        return list(csv.DictReader(f))
-
-
-def _checkpoint_weights(cfg):
-    _, model = prepare_run(cfg)
-    model.optimizer.build(model.trainable_variables)
-    model.load_weights(
-        os.path.join(cfg.train.out_dir, "checkpoint", "last.weights.h5")
-    )
-    return [np.asarray(w) for w in model.get_weights()]
-
-
 def _kill_and_resume(cfg, tmp_path, epoch, batch):
     """Trains ``cfg`` straight and with a kill; returns both run dirs."""
     straight = apply_overrides(cfg, [f"train.out_dir={tmp_path / 'straight'}"])
     full = _Batches()
     train(straight, callbacks=[full])
     killed = apply_overrides(cfg, [f"train.out_dir={tmp_path / 'killed'}"])
-    with pytest.raises(_Killed):
-        train(killed, callbacks=[_Kill(epoch, batch)])
+    with pytest.raises(Killed):
+        train(killed, callbacks=[kill(epoch, batch)])
     ckpt = tmp_path / "killed" / "checkpoint"
     partial = json.load(open(ckpt / "partial.json"))
     assert partial["epoch"] == epoch
@@ -95,9 +64,10 @@ def _kill_and_resume(cfg, tmp_path, epoch, batch):
 
 
 def _assert_same_run(straight, killed, keys):
-    for a, b in zip(_checkpoint_weights(straight), _checkpoint_weights(killed)):
+    for a, b in zip(checkpoint_weights(straight), checkpoint_weights(killed)):
         np.testing.assert_allclose(a, b, atol=1e-5)
-    log_a, log_b = _log(straight.train.out_dir), _log(killed.train.out_dir)
+    log_a = run_log(straight.train.out_dir)
+    log_b = run_log(killed.train.out_dir)
     assert [r["epoch"] for r in log_a] == [r["epoch"] for r in log_b]
     for ra, rb in zip(log_a, log_b):
         for key in keys:  # the epoch means include the batches before
@@ -174,8 +144,8 @@ def test_stale_or_torn_partial_checkpoints_are_ignored(tiny_config, tmp_path):
     )
     out = tmp_path / "run"
     cfg = apply_overrides(cfg, [f"train.out_dir={out}"])
-    with pytest.raises(_Killed):
-        train(cfg, callbacks=[_Kill(0, 35)])
+    with pytest.raises(Killed):
+        train(cfg, callbacks=[kill(0, 35)])
     ckpt = out / "checkpoint"
     partial = json.load(open(ckpt / "partial.json"))
     assert partial["batches_done"] == 30
@@ -204,8 +174,8 @@ def test_changed_model_is_a_clear_error(tiny_config, tmp_path):
         tiny_config,
         [f"train.out_dir={tmp_path}", "train.checkpoint_every_steps=10"],
     )
-    with pytest.raises(_Killed):
-        train(cfg, callbacks=[_Kill(0, 12)])
+    with pytest.raises(Killed):
+        train(cfg, callbacks=[kill(0, 12)])
     changed = apply_overrides(cfg, ["model.hidden_sizes=[16, 16, 16]"])
     with pytest.raises(ConfigError, match=r"model.hidden_sizes: \[16, 16\]"):
         train(changed)
@@ -227,7 +197,7 @@ def _max_abs_checkpoint_weight(cfg, name):
 
 
 def _assert_one_finite_row_per_epoch(out, epochs):
-    rows = _log(out)
+    rows = run_log(out)
     assert [int(r["epoch"]) for r in rows] == list(range(epochs))
     for r in rows:
         assert all(np.isfinite(float(v)) for v in r.values()), r
@@ -424,8 +394,8 @@ def test_random_kill_step_then_resume_equals_uninterrupted(
             base,
             [f"train.out_dir={out}", f"train.checkpoint_every_steps={every}"],
         )
-        with pytest.raises(_Killed):
-            train(killed, callbacks=[_Kill(epoch, batch)])
+        with pytest.raises(Killed):
+            train(killed, callbacks=[kill(epoch, batch)])
         train(killed)
         _assert_same_run(straight, killed, ["loss", "ppl", "val_loss"])
 

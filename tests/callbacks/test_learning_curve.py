@@ -3,15 +3,16 @@ and validation at every evaluation, titled with the run's name; a
 one-epoch run shows more than its two epoch-end dots, and a run resumed
 in the middle of an epoch plots the points of an uninterrupted one."""
 
-import csv
 import json
 import math
 import os
 
-import keras
 import numpy as np
 import pytest
+from interrupting import Killed
+from interrupting import kill
 from PIL import Image
+from run_dirs import run_log
 
 from keras_rnnlm.callbacks.logging import learning_curve_figure
 from keras_rnnlm.config import apply_overrides
@@ -22,11 +23,6 @@ def _points(cfg):
     path = os.path.join(cfg.train.out_dir, "checkpoint", "state.json")
     with open(path) as f:
         return json.load(f)["callbacks"]["LearningCurve"]["points"]
-
-
-def _log(cfg):
-    with open(os.path.join(cfg.train.out_dir, "log.csv")) as f:
-        return list(csv.DictReader(f))
 
 
 def test_one_epoch_curve_has_windows_validation_and_the_run_name(
@@ -40,7 +36,7 @@ def test_one_epoch_curve_has_windows_validation_and_the_run_name(
     assert len(trained) > 2 and len(valid) == 1
     xs = [p["epoch"] for p in trained]
     assert xs == sorted(xs) and 0 < xs[0] < 0.1 and xs[-1] == 1.0
-    (row,) = _log(cfg)
+    (row,) = run_log(cfg.train.out_dir)
     # the windows are the epoch cut in parts: their token-weighted mean
     # NLL is the epoch's
     tokens = sum(p["tokens"] for p in trained)
@@ -63,23 +59,6 @@ def test_one_epoch_curve_has_windows_validation_and_the_run_name(
         assert image.text["Title"] == "tiny_curve"
 
 
-class _Killed(Exception):
-    pass
-
-
-class _Kill(keras.callbacks.Callback):
-    """Raises at the end of batch ``batch`` of the first epoch, before
-    that batch's checkpoint, like a kill."""
-
-    def __init__(self, batch):
-        super().__init__()
-        self.batch = batch
-
-    def on_train_batch_end(self, batch, logs=None):
-        if batch == self.batch:
-            raise _Killed(f"killed at batch {batch}")
-
-
 def test_mid_epoch_resume_plots_the_uninterrupted_points(tiny_config, tmp_path):
     """132 batches an epoch, a point every 3; killed after batch 23 with
     checkpoints every 10, the run resumes after batch 20, and its first
@@ -92,8 +71,8 @@ def test_mid_epoch_resume_plots_the_uninterrupted_points(tiny_config, tmp_path):
     straight = apply_overrides(cfg, [f"train.out_dir={tmp_path / 'straight'}"])
     train(straight)
     killed = apply_overrides(cfg, [f"train.out_dir={tmp_path / 'killed'}"])
-    with pytest.raises(_Killed):
-        train(killed, callbacks=[_Kill(22)])
+    with pytest.raises(Killed):
+        train(killed, callbacks=[kill(0, 22)])
     train(killed)
     a, b = _points(straight), _points(killed)
     assert len(a) == 44 + 1  # 44 windows of 3 batches, the validation

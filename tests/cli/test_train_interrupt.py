@@ -15,6 +15,7 @@ import threading
 import time
 
 import pytest
+from tiny_configs import tiny_run_dict
 
 RECIPE = '''
 """A tiny recipe."""
@@ -30,27 +31,16 @@ if __name__ == "__main__":
 
 
 def _preset(corpus_dir):
-    return {
-        "name": "tiny",
-        "data": {
-            "corpus": corpus_dir,
-            "level": "word",
-            "batch_size": 4,
-            "bptt": 8,
-            "eval_batch_size": 2,
-            "test_batch_size": 1,
-        },
-        "model": {"embedding_dim": 8, "hidden_sizes": [8], "dropout": 0.1},
-        "train": {
+    return tiny_run_dict(
+        corpus_dir,
+        model={"embedding_dim": 8, "hidden_sizes": [8], "dropout": 0.1},
+        train={
             "epochs": 40,  # still training when the signal comes
-            "optimizer": "adam",
-            "learning_rate": 0.01,
-            "tensorboard": False,
             "verbose": 2,
             "checkpoint_every_steps": 5,
             "jit_compile": False,
         },
-    }
+    )
 
 
 class _Process:

@@ -26,7 +26,9 @@ import numpy as np
 from keras_rnnlm.config import RunConfig
 from keras_rnnlm.config import apply_overrides
 from keras_rnnlm.training import train
-from keras_rnnlm.training.trainer import prepare_run
+from tests.interrupting import Killed
+from tests.interrupting import kill
+from tests.run_dirs import checkpoint_weights
 
 
 class _Losses(keras.callbacks.Callback):
@@ -42,23 +44,6 @@ class _Losses(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         self.means[-1].append(float(logs["loss"]))
-
-
-class _Killed(Exception):
-    pass
-
-
-class _Kill(keras.callbacks.Callback):
-    def __init__(self, epoch, batch):
-        super().__init__()
-        self.epoch, self.batch = epoch, batch
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._epoch = epoch
-
-    def on_train_batch_end(self, batch, logs=None):
-        if self._epoch == self.epoch and batch == self.batch:
-            raise _Killed()
 
 
 class _StateSharding(keras.callbacks.Callback):
@@ -84,14 +69,6 @@ class _StateSharding(keras.callbacks.Callback):
                         "devices": len(s.device_set),
                     }
                 )
-
-
-def _weights(cfg):
-    _, model = prepare_run(apply_overrides(cfg, ["train.distribute=none"]))
-    model.load_weights(
-        os.path.join(cfg.train.out_dir, "checkpoint", "last.weights.h5")
-    )
-    return [np.asarray(w) for w in model.get_weights()]
 
 
 class _Writes:
@@ -145,8 +122,8 @@ def run(config, out, name):
     if name in ("killed", "multi_killed"):
         kill_at = int(os.environ["KILL_AT"])
         try:
-            train(cfg, callbacks=[_Kill(cfg.train.epochs - 1, kill_at)])
-        except _Killed:
+            train(cfg, callbacks=[kill(cfg.train.epochs - 1, kill_at)])
+        except Killed:
             pass
         else:
             raise AssertionError("the run was not killed")
@@ -154,7 +131,7 @@ def run(config, out, name):
     writes.active = False
     np.savez(
         os.path.join(out, f"{tag}.npz"),
-        *_weights(cfg),
+        *checkpoint_weights(apply_overrides(cfg, ["train.distribute=none"])),
     )
     with open(os.path.join(out, f"{tag}.json"), "w") as f:
         json.dump(

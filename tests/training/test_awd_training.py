@@ -1,7 +1,6 @@
 """End to end: a tiny AWD-LSTM-DOC with every regulariser, NT-ASGD and
 finetuning on a small corpus."""
 
-import csv
 import json
 import os
 
@@ -9,6 +8,7 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from run_dirs import run_log
 from tiny_configs import tiny_awd_doc_config
 
 from keras_rnnlm.callbacks.nt_asgd import should_trigger
@@ -25,11 +25,6 @@ def _config(corpus_dir, out):
         corpus_dir,
         train={"epochs": 6, "learning_rate": 10.0, "out_dir": out},
     )
-
-
-def _log(run_dir):
-    with open(os.path.join(run_dir, "log.csv")) as f:
-        return list(csv.DictReader(f))
 
 
 def _random_corpus(directory):
@@ -51,7 +46,7 @@ def test_awd_run_nt_asgd_and_finetune(tmp_path):
     corpus = _random_corpus(str(tmp_path / "corpus"))
     results = train(_config(corpus, out))
     assert results["test"]["ppl"] < 9  # 8 word types + <eos>
-    log = _log(out)
+    log = run_log(out)
     # AR / TAR / cv logged separately from the cross-entropy.
     for row in log:
         assert float(row["ar"]) > 0 and float(row["tar"]) > 0
@@ -80,7 +75,7 @@ def test_awd_run_nt_asgd_and_finetune(tmp_path):
     with open(os.path.join(out, "best.json")) as f:
         previous = float(json.load(f)["val_loss"])
     for k, r in enumerate(rounds):
-        log = _log(r["run_dir"])
+        log = run_log(r["run_dir"])
         assert all(float(row["asgd"]) == 1.0 for row in log)  # from step 0
         vals = [float(row["val_loss"]) for row in log]
         # the round stops at the first epoch where the rule (the run's

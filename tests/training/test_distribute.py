@@ -209,6 +209,22 @@ def assert_same_run(ref, w_ref, run, w_run):
         )
 
 
+def assert_resumed_run(ref, w_ref, resumed, w_resumed):
+    """A run killed and resumed ends as the uninterrupted one: the final
+    weights, the validation perplexity and the last step's loss (the
+    resumed run's report covers only the steps after the resume)."""
+    for a, b in zip(w_ref, w_resumed):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        ref["results"]["valid"]["ppl"],
+        resumed["results"]["valid"]["ppl"],
+        rtol=1e-6,
+    )
+    np.testing.assert_allclose(
+        ref["losses"][-1][-1], resumed["losses"][-1][-1], rtol=1e-6
+    )
+
+
 @pytest.mark.slow
 def test_data_parallel_equals_one_device_and_resumes(tiny_corpus_dir, tmp_path):
     pytest.importorskip("jax")
@@ -232,16 +248,7 @@ def test_data_parallel_equals_one_device_and_resumes(tiny_corpus_dir, tmp_path):
     # killed in the middle of the last epoch (after batch 9, checkpointed
     # at batch 7) and resumed: the rest of the run is the uninterrupted
     # one's
-    for a, b in zip(w_parallel, w_killed):
-        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(
-        parallel["results"]["valid"]["ppl"],
-        killed["results"]["valid"]["ppl"],
-        rtol=1e-6,
-    )
-    np.testing.assert_allclose(
-        parallel["losses"][-1][-1], killed["losses"][-1][-1], rtol=1e-6
-    )
+    assert_resumed_run(parallel, w_parallel, killed, w_killed)
 
 
 def _head_configs(tiny_config, tiny_corpus_dir):

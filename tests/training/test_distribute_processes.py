@@ -19,6 +19,7 @@ import pytest
 from test_distribute import WORKER
 from test_distribute import _awd_config
 from test_distribute import _run_worker
+from test_distribute import assert_resumed_run
 from test_distribute import assert_same_run
 from user_process import SUITE_SETTINGS
 
@@ -132,13 +133,4 @@ def test_two_processes_equal_one_process_and_resume(tiny_corpus_dir, tmp_path):
     # killed in the middle of the last epoch (after batch 9, checkpointed
     # at batch 7) and resumed by both processes: the uninterrupted run
     for (info, weights), (k_info, k_weights) in zip(multi, killed):
-        for a, b in zip(weights, k_weights):
-            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
-        np.testing.assert_allclose(
-            info["results"]["valid"]["ppl"],
-            k_info["results"]["valid"]["ppl"],
-            rtol=1e-6,
-        )
-        np.testing.assert_allclose(
-            info["losses"][-1][-1], k_info["losses"][-1][-1], rtol=1e-6
-        )
+        assert_resumed_run(info, weights, k_info, k_weights)

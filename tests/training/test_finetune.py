@@ -2,21 +2,16 @@
 checkpoint, averages from the first step, keeps the run's non-monotone
 interval, and stops repeating when a round does not improve."""
 
-import csv
 import json
 import os
 
 import numpy as np
 import pytest
+from run_dirs import run_log
 
 from keras_rnnlm.config import apply_overrides
 from keras_rnnlm.training import train
 from keras_rnnlm.training.finetune import finetune
-
-
-def _log(run_dir):
-    with open(os.path.join(run_dir, "log.csv")) as f:
-        return list(csv.DictReader(f))
 
 
 def _parent(tiny_config, nonmono):
@@ -52,7 +47,7 @@ def test_finetune_starts_from_best_and_stops_without_gain(
     r = rounds[0]
     assert r["run_dir"] == os.path.join(run, "finetune1")
     assert r["start_val_loss"] == parent_best
-    log = _log(r["run_dir"])
+    log = run_log(r["run_dir"])
     assert len(log) == 2
     vals = [float(row["val_loss"]) for row in log]
     np.testing.assert_allclose(vals, parent_best, rtol=1e-6)

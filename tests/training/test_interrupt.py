@@ -5,7 +5,6 @@ the signal came in the middle of an epoch, during validation or during a
 checkpoint write. The default run interrupts in the middle of an epoch;
 the other points, and SIGTERM, are ``slow``."""
 
-import csv
 import json
 import os
 import signal
@@ -13,12 +12,15 @@ import signal
 import keras
 import numpy as np
 import pytest
+from interrupting import AtBatch
+from run_dirs import checkpoint_weights
+from run_dirs import run_log
+from tiny_configs import tiny_run_dict
 
 from keras_rnnlm.callbacks import TrainingInterrupted
 from keras_rnnlm.callbacks.validation import Validation
 from keras_rnnlm.config import RunConfig
 from keras_rnnlm.config import apply_overrides
-from keras_rnnlm.training import prepare_run
 from keras_rnnlm.training import train
 
 
@@ -26,39 +28,13 @@ def _config(corpus_dir, out, *overrides):
     """The tiny run of ``tests/conftest.py`` (``tiny_config``), with
     dropout (the seed generators' state matters) and mid-epoch
     checkpoints every 10 batches."""
-    config = RunConfig.from_dict(
-        {
-            "name": "tiny",
-            "data": {
-                "corpus": corpus_dir,
-                "level": "word",
-                "batch_size": 4,
-                "bptt": 8,
-                "eval_batch_size": 2,
-                "test_batch_size": 1,
-            },
-            "model": {
-                "embedding_dim": 16,
-                "hidden_sizes": [16, 16],
-                "init_range": 0.1,
-                "dropout": 0.3,
-            },
-            "train": {
-                "epochs": 2,
-                "optimizer": "adam",
-                "learning_rate": 0.01,
-                "clipnorm": 5.0,
-                "out_dir": str(out),
-                "tensorboard": False,
-                "verbose": 0,
-                "checkpoint_every_steps": 10,
-                "jit_compile": False
-                if keras.backend.backend() == "tensorflow"
-                else "auto",
-            },
-        }
+    config = tiny_run_dict(
+        corpus_dir,
+        out,
+        model={"dropout": 0.3},
+        train={"checkpoint_every_steps": 10},
     )
-    return apply_overrides(config, list(overrides))
+    return apply_overrides(RunConfig.from_dict(config), list(overrides))
 
 
 @pytest.fixture(scope="module")
@@ -70,43 +46,20 @@ def straight(tiny_corpus_dir, tmp_path_factory):
     return config
 
 
-class _Signal(keras.callbacks.Callback):
-    """Sends ``signum`` to this process at the end of batch ``batch``
-    (index in the ``fit`` call) of ``epoch``, as Ctrl-C would."""
-
-    def __init__(self, epoch, batch, signum=signal.SIGINT):
-        super().__init__()
-        self.epoch, self.batch, self.signum = epoch, batch, signum
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._epoch = epoch
-
-    def on_train_batch_end(self, batch, logs=None):
-        if (self._epoch, batch) == (self.epoch, self.batch):
-            signal.raise_signal(self.signum)
-
-
-def _checkpoint_weights(config):
-    _, model = prepare_run(config)
-    model.optimizer.build(model.trainable_variables)
-    model.load_weights(
-        os.path.join(config.train.out_dir, "checkpoint", "last.weights.h5")
-    )
-    return [np.asarray(w) for w in model.get_weights()]
-
-
-def _log(config):
-    with open(os.path.join(config.train.out_dir, "log.csv")) as f:
-        return list(csv.DictReader(f))
+def _signal(epoch, batch, signum=signal.SIGINT):
+    """A callback that sends ``signum`` to this process at the end of
+    batch ``batch`` (index in the ``fit`` call) of ``epoch``, as Ctrl-C
+    would."""
+    return AtBatch(epoch, batch, lambda: signal.raise_signal(signum))
 
 
 def _assert_same_run(straight, resumed):
     """The weights and optimizer state, the epoch log and the results of
     the two runs are equal, bit for bit."""
-    pairs = zip(_checkpoint_weights(straight), _checkpoint_weights(resumed))
+    pairs = zip(checkpoint_weights(straight), checkpoint_weights(resumed))
     for a, b in pairs:
         np.testing.assert_array_equal(a, b)
-    assert _log(straight) == _log(resumed)
+    assert run_log(straight.train.out_dir) == run_log(resumed.train.out_dir)
     results = []
     for config in (straight, resumed):
         with open(os.path.join(config.train.out_dir, "results.json")) as f:
@@ -130,7 +83,7 @@ def test_a_signal_mid_epoch_saves_that_batch_and_resumes_exactly(
     config = _config(tiny_corpus_dir, tmp_path / "run")
     handlers = _handlers()
     with pytest.raises(TrainingInterrupted) as info:
-        train(config, callbacks=[_Signal(1, 14, signum)])
+        train(config, callbacks=[_signal(1, 14, signum)])
     assert _handlers() == handlers  # the previous handlers are back
     e = info.value
     assert e.signum == signum
@@ -171,7 +124,7 @@ def test_a_signal_during_validation_stops_after_the_epoch_checkpoint(
         open(os.path.join(config.train.out_dir, "checkpoint", "state.json"))
     )
     assert state["epoch"] == 0 and "val_loss" in state["history"][0]
-    assert len(_log(config)) == 1
+    assert len(run_log(config.train.out_dir)) == 1
     train(config)
     _assert_same_run(straight, config)
 
@@ -226,7 +179,7 @@ def test_a_signal_without_mid_epoch_checkpoints_saves_its_batch(
         "train.epochs=1",
     )
     with pytest.raises(TrainingInterrupted) as info:
-        train(config, callbacks=[_Signal(0, 4)])
+        train(config, callbacks=[_signal(0, 4)])
     assert (info.value.epoch, info.value.batch) == (1, 5)
     progress = []
 

@@ -45,46 +45,52 @@ def test_evaluation_is_the_sum_of_sentences_scored_alone():
     np.testing.assert_allclose(got["nll"] * got["tokens"], total, rtol=1e-5)
 
 
-def test_sentence_level_run_with_cbow_context(tiny_config):
-    cfg = apply_overrides(
-        tiny_config,
-        [
-            "train.epochs=1",
-            "data.state_reset=sentence",
-            "model.hidden_sizes=[16]",
-            'model.context={"weighting": "uniform", "window": 12}',
-        ],
-    )
-    results = train(cfg)
-    assert math.isfinite(results["valid"]["ppl"])
-    assert math.isfinite(results["test"]["ppl"])
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "cell",
-    [
-        ["model.cell=mmlstm", "model.major_proportions=[0.75]"],
-        ["model.cell=mlstm"],
-        ["model.cell=multicell_lstm", 'model.cell_kwargs={"num_cells": 3}'],
-        ["model.cell=gru"],
-        ["model.cell=keras_lstm"],
-        ["model.cell=simple_rnn"],
+FAMILIES = {
+    "mmlstm": ["model.cell=mmlstm", "model.major_proportions=[0.75]"],
+    "mlstm": ["model.cell=mlstm"],
+    "multicell_lstm": [
+        "model.cell=multicell_lstm",
+        'model.cell_kwargs={"num_cells": 3}',
     ],
-    ids=["mmlstm", "mlstm", "multicell_lstm", "gru", "keras_lstm", "rnn"],
+    "gru": ["model.cell=gru"],
+    "keras_lstm": ["model.cell=keras_lstm"],
+    "rnn": ["model.cell=simple_rnn"],
+}
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        pytest.param(
+            [
+                "model.hidden_sizes=[16]",
+                'model.context={"weighting": "uniform", "window": 12}',
+            ],
+            id="cbow_context",
+        ),
+        # Variable windows are served with a free time axis, the reset
+        # mask included, and the reset loop runs without a static length.
+        pytest.param(
+            ["data.variable_bptt=true", "data.bptt_max_delta=4"],
+            id="variable_windows",
+        ),
+        # The Major-Minor, multiplicative, multi-cell and Keras families.
+        *(
+            pytest.param(
+                ["model.hidden_sizes=[16]", *cell],
+                id=name,
+                marks=pytest.mark.slow,
+            )
+            for name, cell in FAMILIES.items()
+        ),
+    ],
 )
-def test_sentence_level_run_of_each_layer_family(tiny_config, cell):
-    """One epoch under ``data.state_reset = "sentence"`` for the Major-Minor,
-    multiplicative, multi-cell and Keras families (the builder refused
-    them)."""
+def test_one_sentence_level_epoch(tiny_config, overrides):
+    """One epoch of the tiny run under ``data.state_reset = "sentence"``
+    (plus ``overrides``) gives finite validation and test perplexities."""
     cfg = apply_overrides(
         tiny_config,
-        [
-            "train.epochs=1",
-            "data.state_reset=sentence",
-            "model.hidden_sizes=[16]",
-            *cell,
-        ],
+        ["train.epochs=1", "data.state_reset=sentence", *overrides],
     )
     results = train(cfg)
     assert math.isfinite(results["valid"]["ppl"])

@@ -6,11 +6,11 @@ import os
 import keras
 import numpy as np
 import pytest
+from run_dirs import checkpoint_weights
 
 from keras_rnnlm.callbacks import TrainingDivergedError
 from keras_rnnlm.config import apply_overrides
 from keras_rnnlm.evaluation.static import evaluate_run
-from keras_rnnlm.training import prepare_run
 from keras_rnnlm.training import train
 
 
@@ -41,15 +41,6 @@ def test_end_to_end_learns_and_writes_run_files(tiny_config):
     assert "val_ppl" in header and "lr" in header
 
 
-def _weights(cfg):
-
-    _, model = prepare_run(cfg)
-    model.load_weights(
-        os.path.join(cfg.train.out_dir, "checkpoint", "last.weights.h5")
-    )
-    return [np.asarray(w) for w in model.get_weights()]
-
-
 @pytest.mark.parametrize("dropout", [0.0, 0.3])
 def test_resume_equals_uninterrupted(tiny_config, tmp_path, dropout):
     """Resuming after epoch 1 gives the weights of an uninterrupted run;
@@ -77,7 +68,7 @@ def test_resume_equals_uninterrupted(tiny_config, tmp_path, dropout):
     assert state["epoch"] == 1 and len(state["history"]) == 2
     with open(tmp_path / "resumed" / "log.csv") as f:  # appended, no repeat
         assert [line.split(",")[0] for line in f][1:] == ["0", "1"]
-    for a, b in zip(_weights(straight), _weights(resumed)):
+    for a, b in zip(checkpoint_weights(straight), checkpoint_weights(resumed)):
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
@@ -121,7 +112,7 @@ def test_nan_loss_raises_clear_error_and_keeps_checkpoint(tiny_config):
         open(os.path.join(cfg.train.out_dir, "checkpoint", "state.json"))
     )
     assert state["epoch"] == 0  # epoch 1's checkpoint kept, not the NaNs
-    weights = _weights(cfg)
+    weights = checkpoint_weights(cfg)
     assert all(np.isfinite(w).all() for w in weights)
 
 
@@ -165,22 +156,6 @@ def test_max_train_tokens_truncates_training_split_only(tiny_config):
         load_run_corpus(
             apply_overrides(tiny_config, ["data.max_train_tokens=5"])
         )
-
-
-def test_sentence_reset_trains_with_variable_windows(tiny_config):
-    """Variable windows are served with a free time axis, the reset mask
-    included, and the reset loop runs without a static time length."""
-    config = apply_overrides(
-        tiny_config,
-        [
-            "data.state_reset=sentence",
-            "data.variable_bptt=true",
-            "data.bptt_max_delta=4",
-            "train.epochs=1",
-        ],
-    )
-    results = train(config)
-    assert np.isfinite(results["test"]["nll"])
 
 
 def test_every_epoch_reads_fit_data(tiny_config, monkeypatch):
