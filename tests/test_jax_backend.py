@@ -30,10 +30,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 #: and the callbacks that act on variables inside ``fit`` (resume).
 SELECTION = {
     "layers/test_multiplicative.py": "(matches_numpy and auto) or gradients",
-    "layers/test_stateful.py": "carries_state and (lstm or mlstm)",
+    "loops/test_state.py": "carries_state and (lstm or mlstm)",
     "layers/test_major_minor_lstm.py": "carries_state or fused_branches "
     "or stateful_carries_both",
-    "layers/test_recurrence.py": "forward_only_gives",
+    "loops/test_recurrence.py": "forward_only_gives",
     "test_metrics.py": "independent or gradient_is_softmax",
     "evaluation/test_dynamic.py": "update_rule_matches_hand_computed",
     "layers/test_sampled_softmax.py": "sampler_draws or float64_reference",
