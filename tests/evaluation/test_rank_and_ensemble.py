@@ -126,9 +126,7 @@ def test_rank_of_float32_log_softmax_with_a_large_mean_direction():
     assert (s > old_tol).sum() < d + 2  # what the old default reported
 
 
-def test_ensemble_of_a_run_without_weights_is_a_clear_error(
-    tiny_run, tmp_path
-):
+def test_ensemble_of_a_run_without_weights_is_a_clear_error(tiny_run, tmp_path):
     import shutil
 
     from keras_rnnlm.evaluation.ensemble import ensemble_evaluate_runs
