@@ -38,8 +38,8 @@ with tens of GB of memory; on a smaller one lower ``data.batch_size``
 distribution of the training counts, the logits corrected by
 ``-log(S Q(w))`` (:mod:`keras_rnnlm.layers.sampled_softmax`): 33x fewer
 decoder FLOPs and a 8,960 x 8,193 logit matrix (``python -m
-bench.sampled_softmax`` measures the speed-up). The reported perplexity is always the full
-softmax's. The corpus (~180 MB) is not downloaded offline.
+bench.sampled_softmax`` measures the speed-up). The reported perplexity
+is always the full softmax's. The corpus (~180 MB) is not downloaded offline.
 """
 
 from keras_rnnlm.cli import recipe_main
