@@ -78,6 +78,8 @@ def _passes_on_jax(selection):
             "-m",
             "pytest",
             "-v",
+            "-n",
+            "0",
             "-p",
             "no:cacheprovider",
             *args,

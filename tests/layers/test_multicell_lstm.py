@@ -470,6 +470,8 @@ def test_jax_backend_matches_reference_and__grads():
             "-m",
             "pytest",
             "-q",
+            "-n",
+            "0",
             "-p",
             "no:cacheprovider",
             __file__,
