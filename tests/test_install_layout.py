@@ -11,10 +11,9 @@ package lives under ``src/``, so such folders cannot shadow it.
 
 import os
 import shutil
-import subprocess
-import sys
 
 from user_process import REPO
+from user_process import run_as_user
 
 IMPORTS = (
     "import keras_rnnlm, keras_rnnlm.export; "
@@ -34,16 +33,7 @@ def _above_a_clone(tmp_path):
 
 
 def _run(args, cwd):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg"}
-    env.pop("PYTHONPATH", None)
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_as_user(args, timeout=600, cwd=cwd, MPLBACKEND="Agg")
 
 
 def test_import_from_the_directory_above_a_clone(tmp_path):

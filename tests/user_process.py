@@ -9,8 +9,9 @@ import textwrap
 SUITE_SETTINGS = ("KERAS_RNNLM_DEBUG", "TF_CPP_MIN_LOG_LEVEL", "KERAS_BACKEND")
 
 
-def run_as_user(args, timeout=240, **env):
-    """Runs ``python ARGS`` and returns the completed process (text)."""
+def run_as_user(args, timeout=240, cwd=None, **env):
+    """Runs ``python ARGS`` (in ``cwd``) and returns the completed process
+    (text)."""
     environ = {k: v for k, v in os.environ.items() if k not in SUITE_SETTINGS}
     environ.update(env)
     return subprocess.run(
@@ -19,6 +20,7 @@ def run_as_user(args, timeout=240, **env):
         text=True,
         env=environ,
         timeout=timeout,
+        cwd=cwd,
     )
 
 
