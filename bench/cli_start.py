@@ -15,21 +15,16 @@ with this checkout in each repeat; the records then carry the commit's
 median as their ``reference``.
 
 One record per command goes to ``bench/results/startup.jsonl`` (kind
-``latency``, seconds): the CPU (model, widest vector ISA and the vector
-extensions from ``lscpu``, the ISA cap of the environment), the thread
-settings of the environment, the library versions and the load. Standard
-library only.
+``latency``, seconds) with the fields every bench record gives
+(:func:`bench.harness.records.record_fields`: the CPU, its ISA and cap,
+threads, library versions, commit), read after the timings.
 """
 
 import argparse
-import datetime
-import importlib.metadata
 import io
 import json
 import os
-import platform
 import re
-import shlex
 import statistics
 import subprocess
 import sys
@@ -57,71 +52,12 @@ THREAD_VARIABLES = (
     "KERAS_RNNLM_MALLOC",
     "TF_CPP_MIN_LOG_LEVEL",
 )
-LIBRARIES = ("keras", "tensorflow", "numpy", "jax", "torch")
-VECTOR_FLAG = re.compile(r"^(sse|ssse|avx|fma|f16c|amx|vnni|gfni|vaes|vpcl)")
-
-
-def lscpu():
-    """``lscpu``'s ``key: value`` lines (empty where it is missing)."""
-    try:
-        text = subprocess.run(
-            ["lscpu"], capture_output=True, text=True, check=True
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return {}
-    info = {}
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        info.setdefault(key.strip(), value.strip())
-    return info
-
-
-def cores():
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count()
-
-
-def cpu_fields():
-    """The CPU as every bench record gives it (``cpu_model``, ``isa``: its
-    vector extensions, ``isa_cap`` when the environment caps them,
-    ``cores``), and its widest vector ISA in ``device``."""
-    # Imported after the timings: bench.harness sets TF_CPP_MIN_LOG_LEVEL,
-    # which the timed children must not inherit.
-    from bench.harness.machine import device_class
-    from bench.harness.machine import isa_cap
-
-    info = lscpu()
-    flags = [f for f in info.get("Flags", "").split() if VECTOR_FLAG.match(f)]
-    model = info.get("Model name") or platform.processor() or "unknown"
-    out = {"cpu_model": model, "isa": flags, "cores": cores()}
-    cap = isa_cap(flags)
-    if cap:
-        out["isa_cap"] = cap
-    return {"device": device_class({"device": "CPU", **out}), **out}
-
-
-def versions():
-    out = {"python": platform.python_version()}
-    for name in LIBRARIES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = None
-    return out
 
 
 def git(*args):
     return subprocess.run(
         ["git", "-C", ROOT, *args], capture_output=True, check=True
     ).stdout
-
-
-def git_commit():
-    head = git("rev-parse", "--short", "HEAD").decode().strip()
-    dirty = git("status", "--porcelain", "--untracked=no").strip()
-    return head + ("+dirty" if dirty else "")
 
 
 def extract(commit, folder):
@@ -208,25 +144,27 @@ def record(name, typed, how, samples, trees, baseline):
 
 
 def shared_fields(args, argv, load_start, load_end):
-    """The machine, threads, libraries, load and command of the run."""
-    command = "python -m bench.cli_start " + shlex.join(
-        sys.argv[1:] if argv is None else argv
+    """The fields every bench record gives (the machine, threads,
+    libraries, commit: :func:`bench.harness.records.record_fields`), with
+    the thread variables as the timed processes saw them and the load."""
+    # Imported after the timings: bench.harness loads keras_rnnlm (and
+    # TensorFlow) for the CPU facts, which the timed children must not
+    # share a machine with.
+    from bench.harness.records import record_fields
+
+    fields = record_fields(
+        "bench.cli_start",
+        argv,
+        threads="default",
+        interop="default",
+        repeats=args.repeats,
+        load_start=load_start,
+        load_end=load_end,
+        note=args.note,
+        load_average=load_start[0],
     )
-    return {
-        **cpu_fields(),
-        "threads": "default",
-        "interop": "default",
-        "thread_env": {v: os.environ.get(v) for v in THREAD_VARIABLES},
-        "versions": versions(),
-        "repeats": args.repeats,
-        "load_start": load_start,
-        "load_end": load_end,
-        "note": args.note,
-        "date": datetime.date.today().isoformat(),
-        "command": command.strip(),
-        "git_commit": git_commit(),
-        "load_average": load_start[0],
-    }
+    fields["thread_env"] = {v: os.environ.get(v) for v in THREAD_VARIABLES}
+    return fields
 
 
 def main(argv=None):
