@@ -6,11 +6,16 @@ import time
 import numpy as np
 import pytest
 
+from keras_rnnlm.config import DataConfig
 from keras_rnnlm.data import CORPORA
+from keras_rnnlm.data import CorpusEncodingError
 from keras_rnnlm.data import CorpusNotFoundError
+from keras_rnnlm.data import CorpusTooShortError
+from keras_rnnlm.data import DataError
 from keras_rnnlm.data import EmptyCorpusError
 from keras_rnnlm.data import UnknownCorpusError
 from keras_rnnlm.data import Vocabulary
+from keras_rnnlm.data import check_corpus_fits
 from keras_rnnlm.data import load_corpus
 from keras_rnnlm.data import registry
 from keras_rnnlm.data import tokenize_line
@@ -173,6 +178,120 @@ def test_bad_names(tmp_path):
         load_corpus(str(tmp_path / "missing"))
     with pytest.raises(ValueError, match="word"):
         load_corpus("ptb", level="char", download=False)
+
+
+BOM = "\ufeff"
+
+
+@pytest.mark.parametrize("level", ["word", "char"])
+def test_a_byte_order_mark_is_not_a_token(tmp_path, level):
+    """A UTF-8 byte-order mark at the start of a file (as Notepad writes
+    it) is dropped: the vocabulary and every split's ids are those of the
+    same text without it."""
+    texts = {
+        "train.txt": "the cat sat\nthe dog\n",
+        "valid.txt": "the cat\n",
+        "test.txt": "a dog\n",
+    }
+    plain = load_corpus(_write(tmp_path / "plain", **texts), level=level)
+    marked = load_corpus(
+        _write(tmp_path / "bom", **{k: BOM + v for k, v in texts.items()}),
+        level=level,
+    )
+    assert marked.vocab.tokens == plain.vocab.tokens
+    for split in ("train", "valid", "test"):
+        np.testing.assert_array_equal(marked.split(split), plain.split(split))
+    assert marked.meta["num_tokens"] == plain.meta["num_tokens"]
+
+
+def test_a_non_utf8_file_names_the_file_line_and_offset(tmp_path):
+    root = _write(
+        tmp_path / "c",
+        **{"train.txt": "a b\n", "valid.txt": "a\n", "test.txt": "a\n"},
+    )
+    # Latin-1 "café" on the third line, after a BOM.
+    (root / "valid.txt").write_bytes(b"\xef\xbb\xbfa b\nc\nthe caf\xe9\n")
+    with pytest.raises(CorpusEncodingError) as raised:
+        load_corpus(root)
+    message = str(raised.value)
+    assert str(root / "valid.txt") in message
+    assert "line 3 (byte offset 16)" in message and "0xe9" in message
+    assert isinstance(raised.value, DataError)
+    assert "\n" not in message
+
+
+def _fits(root, **data):
+    d = DataConfig(corpus=str(root), **data)
+    corpus = load_corpus(
+        root, max_tokens=d.max_tokens, max_train_tokens=d.max_train_tokens
+    )
+    check_corpus_fits(corpus, d)
+
+
+@pytest.mark.parametrize(
+    "split, text, data, expects",
+    [
+        ("valid.txt", "", {}, "valid split of"),
+        ("test.txt", "", {}, "test split of"),
+        # "a b c" and its <eos>: 4 tokens, 2 streams of 3 tokens need 6.
+        (
+            "valid.txt",
+            "a b c",
+            {"eval_batch_size": 2},
+            "data.eval_batch_size=2 is too large for the valid split",
+        ),
+        (
+            "valid.txt",
+            "a b c",
+            {"eval_batch_size": None, "batch_size": 2},
+            "data.batch_size=2 is too large for the valid split",
+        ),
+        (
+            "test.txt",
+            "a b c",
+            {"eval_bptt": 4},
+            "data.test_batch_size=1 is too large for the test split",
+        ),
+        (
+            "train.txt",
+            "a b c d e f g h i\n",
+            {"batch_size": 4},
+            "data.batch_size=4 is too large for the train split",
+        ),
+    ],
+)
+def test_every_split_must_hold_a_window_per_stream(
+    tmp_path, split, text, data, expects
+):
+    texts = {"train.txt": "a b c d e f g h i\n" * 20}
+    texts.update({"valid.txt": "a b c d e\n", "test.txt": "a b c d e\n"})
+    texts[split] = text
+    root = _write(tmp_path / "c", **texts)
+    data = {"batch_size": 2, "bptt": 2, "eval_batch_size": 1, **data}
+    error = EmptyCorpusError if not text else CorpusTooShortError
+    with pytest.raises(error) as raised:
+        _fits(root, **data)
+    message = str(raised.value)
+    assert expects in message and str(root / split) in message
+    if error is CorpusTooShortError:
+        assert message.startswith(raised.value.key + "=")
+    texts[split] = "a b c d e f g h i j k l m n o p q r s t u v w x y z\n"
+    _fits(_write(tmp_path / "c", **texts), **data)  # long enough
+
+
+def test_the_window_rule_counts_whole_windows(tmp_path):
+    """``batch_size * (bptt + 1)`` tokens: every stream has one whole
+    window of ``bptt`` targets; one token fewer is refused."""
+    root = _write(
+        tmp_path / "c",
+        **{"train.txt": "a\n" * 10, "valid.txt": "a\n", "test.txt": "a\n"},
+    )  # 20 tokens (each line and its <eos>), 2 in valid and test
+    small = {"eval_batch_size": 1, "eval_bptt": 1}
+    _fits(root, batch_size=4, bptt=4, **small)  # 4 x 5 = 20
+    with pytest.raises(CorpusTooShortError, match="4 x 6 = 24 tokens"):
+        _fits(root, batch_size=4, bptt=5, **small)
+    with pytest.raises(CorpusTooShortError, match="cut from 20 by data.max_"):
+        _fits(root, batch_size=4, bptt=4, max_train_tokens=19, **small)
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ Example:
 (10000, (929589,))
 """
 
+import codecs
 import dataclasses
 import errno
 import os
@@ -38,7 +39,9 @@ import numpy as np
 
 from keras_rnnlm.data.download import _cached_sha256
 from keras_rnnlm.data.download import resolve_corpus_files
+from keras_rnnlm.data.errors import CorpusEncodingError
 from keras_rnnlm.data.errors import CorpusNotFoundError
+from keras_rnnlm.data.errors import CorpusTooShortError
 from keras_rnnlm.data.errors import EmptyCorpusError
 from keras_rnnlm.data.errors import OOVError
 from keras_rnnlm.data.errors import UnknownCorpusError
@@ -225,14 +228,35 @@ class _Chars:
         return mapped[inverse.reshape(-1)]
 
 
-def _read_text(path):
-    # newline="" keeps "\r" as data: lines are split on "\n" only.
-    with open(path, encoding="utf-8", newline="") as f:
-        return f.read()
+def read_text_file(path):
+    """The text of a UTF-8 file, as every corpus file is read.
+
+    A byte-order mark at the start of the file (``EF BB BF``, as some
+    Windows editors write) is dropped: it is not part of the text, and
+    kept it would glue itself to the first token. ``"\\r"`` is kept as
+    data (lines are split on ``"\\n"`` only).
+
+    Raises:
+        CorpusEncodingError: the file is not UTF-8; the message names the
+            file, the line and the byte offset of the first bad byte.
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        return str(memoryview(data)[start:], "utf-8")  # no copy of the bytes
+    except UnicodeDecodeError as e:
+        offset = start + e.start
+        line = data.count(b"\n", 0, offset) + 1
+        raise CorpusEncodingError(
+            f"{os.fspath(path)} is not UTF-8 text: line {line} (byte offset "
+            f"{offset}) has byte 0x{data[offset]:02x} ({e.reason}); save the "
+            "file as UTF-8"
+        ) from None
 
 
 def _read_split(path, level, char_format, add_eos):
-    text = _read_text(path)
+    text = read_text_file(path)
     if level == "char" and char_format == "raw":
         return _Chars(text, add_eos, EOS_TOKEN)
     return _Tokens(text, add_eos, EOS_TOKEN)
@@ -327,6 +351,9 @@ def load_corpus(
         UnknownCorpusError: neither a registry name nor a directory.
         CorpusNotFoundError: a file is missing.
         ChecksumMismatchError: a registry file fails verification.
+        CorpusEncodingError: a file is not UTF-8 (the message names the
+            file, line and byte offset); a byte-order mark at the start
+            of a file is dropped (`read_text_file`).
         EmptyCorpusError: the training split has no tokens.
         OOVError: a token cannot be mapped (a given `vocab` without an
             unknown token).
@@ -442,3 +469,79 @@ def load_corpus(
         test=ids["test"],
         meta=meta,
     )
+
+
+def run_streams(data_config):
+    """How a run cuts each split into streams: ``{split: (batch_size,
+    bptt, batch_key, bptt_key)}``, the keys being the config keys that set
+    the two numbers (``data.eval_batch_size`` falls back to
+    ``data.batch_size``, ``data.eval_bptt`` to ``data.bptt``).
+
+    Args:
+        data_config: a :class:`~keras_rnnlm.config.DataConfig`.
+    """
+    d = data_config
+    eval_batch = ("data.eval_batch_size", d.eval_batch_size)
+    if d.eval_batch_size is None:
+        eval_batch = ("data.batch_size", d.batch_size)
+    eval_bptt = ("data.eval_bptt", d.eval_bptt)
+    if d.eval_bptt is None:
+        eval_bptt = ("data.bptt", d.bptt)
+    test_batch = ("data.test_batch_size", d.test_batch_size)
+    return {
+        "train": (d.batch_size, d.bptt, "data.batch_size", "data.bptt"),
+        "valid": (eval_batch[1], eval_bptt[1], eval_batch[0], eval_bptt[0]),
+        "test": (test_batch[1], eval_bptt[1], test_batch[0], eval_bptt[0]),
+    }
+
+
+def check_corpus_fits(corpus, data_config):
+    """Raises unless every split of ``corpus`` feeds the streams of a run
+    with ``data_config``: each of its ``batch_size`` streams holds at
+    least one whole window (``bptt`` targets, so ``bptt + 1`` tokens),
+    for training at ``data.batch_size`` and ``data.bptt``, for
+    validation and test at their evaluation batch sizes and window. A
+    run checks this before it writes anything, so that a short
+    ``valid.txt`` is not found only after a whole epoch of training.
+
+    Raises:
+        EmptyCorpusError: a split has no tokens.
+        CorpusTooShortError: a split is too short; ``key`` is the config
+            key of the batch size, which the message starts with.
+    """
+    for split, (batch, bptt, batch_key, bptt_key) in run_streams(
+        data_config
+    ).items():
+        n = len(corpus.split(split))
+        where = _split_description(corpus, split)
+        if n == 0:
+            raise EmptyCorpusError(f"The {where} is empty: it has no tokens.")
+        need = batch * (bptt + 1)
+        if n < need:
+            raise CorpusTooShortError(
+                f"{batch_key}={batch} is too large for the {where}: its "
+                f"{n:,} tokens{_truncation(corpus, split)} are fewer than "
+                f"{batch} streams of one {bptt_key}={bptt} window need "
+                f"({batch} x {bptt + 1} = {need:,} tokens); lower "
+                f"{batch_key} (or {bptt_key}), or give a longer split",
+                key=batch_key,
+            )
+
+
+def _split_description(corpus, split):
+    path = corpus.meta.get("paths", {}).get(split)
+    return f"{split} split of {corpus.name!r}" + (f" ({path})" if path else "")
+
+
+def _truncation(corpus, split):
+    """`` (cut from N by data.max_tokens)`` where a limit cut the split."""
+    meta = corpus.meta
+    full = meta.get("num_tokens_full", {}).get(split)
+    if full is None or full <= len(corpus.split(split)):
+        return ""
+    limit = "data.max_tokens"
+    train_limit = meta.get("max_train_tokens")
+    if split == "train" and train_limit is not None:
+        if meta.get("max_tokens") is None or train_limit < meta["max_tokens"]:
+            limit = "data.max_train_tokens"
+    return f" (cut from {full:,} by {limit})"

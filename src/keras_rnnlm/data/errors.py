@@ -48,3 +48,20 @@ class OOVError(DataError, KeyError):
 
 class VocabularyFormatError(DataError, ValueError):
     """A serialised vocabulary is malformed or has an unknown format."""
+
+
+class CorpusEncodingError(DataError, ValueError):
+    """A corpus file is not UTF-8 text; the message names the file, the
+    line and the byte offset of the first undecodable byte."""
+
+
+class CorpusTooShortError(DataError, ValueError):
+    """A corpus split is too short for the streams a run cuts it into.
+
+    ``key`` is the config key that decides it (``"data.batch_size"``,
+    ...), so that a command line can name the option that set it.
+    """
+
+    def __init__(self, message, key=None):
+        super().__init__(message)
+        self.key = key
