@@ -13,6 +13,9 @@ silenced (:mod:`keras_rnnlm._startup`). It does nothing else to the
 process: the programs (``keras-rnnlm``, the recipes) set glibc's
 allocator for TensorFlow's compiled loops when they start
 (:mod:`keras_rnnlm._malloc`).
+
+``keras_rnnlm.LanguageModel`` (a trained model from a run directory or an
+export: scoring and text generation) is imported on first use.
 """
 
 from keras_rnnlm._startup import quiet_tensorflow_startup
@@ -41,4 +44,15 @@ def _register_serializable_classes():
 
 _register_serializable_classes()
 
-__all__ = ["__version__"]
+
+def __getattr__(name):
+    """:class:`~keras_rnnlm.language_model.LanguageModel`, imported on
+    first use (importing the package only registers its classes)."""
+    if name == "LanguageModel":
+        from keras_rnnlm.language_model import LanguageModel  # on first use
+
+        return LanguageModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["LanguageModel", "__version__"]

@@ -1,0 +1,390 @@
+"""The generation loop: prompts in, sampled token ids out, the recurrent
+state carried step by step inside one compiled loop.
+
+:func:`generate_ids` is written in ``keras.ops`` over the stateless
+inference graph (:class:`~keras_rnnlm.scoring.InferenceModel`: tokens and
+states in, logits and states out). It traces into one ``tf.function``
+(the loop a ``tf.while_loop``, every op one a stock TF Serving runs) or
+one ``jax.jit`` (a ``lax.while_loop``); :class:`GenerationLoop` compiles
+and runs it from NumPy.
+
+**Prompts.** Row ``i`` of ``prompt_ids`` holds its inputs in its first
+``lengths[i]`` columns: the sentence-start token (``<eos>``, as in
+scoring, :mod:`keras_rnnlm.scoring.scorer`), then the prompt's tokens.
+The first ``prefill`` inputs of every row run as one sequence through the
+graph (``prefill`` <= the shortest row, see :func:`prefill_length`); the
+loop then feeds one input a step to every row: the row's next prompt
+token while it has one, else the token just sampled. So no row ever
+reads a padding token: each row's state is exactly that of its own
+prompt, whatever the other rows' lengths (rows of different lengths
+sample their first token at different steps).
+
+**Each step** of the loop, for every row: the log-probabilities of the
+next token (the model's, mixed with the continuous cache's where one is
+given), the sampler's choice (:mod:`keras_rnnlm.generation.samplers`,
+noise keyed by ``(seed, position)``), the input fed (prompt or sample),
+and for a generating row its token and log-probability recorded. A row
+stops at the stop token (not recorded) or after ``max_tokens`` tokens;
+the loop stops when every row has.
+
+**Carried along the loop**: the recurrent states (every state tensor of
+the graph: a CBOW context's last ``K`` word ids among them), the
+log-probabilities of the last position, and with a cache
+(:class:`~keras_rnnlm.cache_pointer.CacheConfig`) its memory, the last
+``W`` keys (the last recurrent layer's outputs) and the tokens that
+followed them, as :mod:`keras_rnnlm.cache_pointer` defines them: the key
+of position ``t`` enters the memory with the token chosen after it, and
+position ``t``'s distribution mixes in the cache over the positions
+before it. A sentence-level run (``reset_ids``: the tokens that start a
+sentence, :func:`reset_token_ids`) sets the recurrent states back to
+their initial values before feeding such a token, as the scorer does.
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_rnnlm.cache_pointer import mix_log_probs
+from keras_rnnlm.data.sentences import sentence_starts
+
+
+def reset_token_ids(vocab, rule):
+    """The ids of the inputs before which a sentence-level run resets its
+    recurrent states (``rule`` ``"line"`` or ``"punctuation"``, see
+    :func:`~keras_rnnlm.data.sentences.sentence_starts`); none for
+    ``rule=None``."""
+    if rule is None:
+        return []
+    ids = np.arange(len(vocab))
+    return [int(i) for i in np.flatnonzero(sentence_starts(ids, vocab, rule))]
+
+
+def prefill_length(prompt_ids, lengths, reset_ids=()):
+    """How many inputs of every row :func:`generate_ids` may run as one
+    sequence: the shortest row's length, and no further than the first
+    input (after the first) that resets the states (``reset_ids``), since
+    a reset happens between steps. At least 1. ``keras.ops`` (a traced
+    int32 scalar in a graph; ``int()`` of it for :func:`generate_ids`'s
+    static argument on JAX)."""
+    prompt_ids = ops.convert_to_tensor(prompt_ids, "int32")
+    lengths = ops.convert_to_tensor(lengths, "int32")
+    width = ops.shape(prompt_ids)[1]
+    shortest = ops.min(lengths)
+    if len(reset_ids):
+        resets = ops.any(
+            ops.expand_dims(prompt_ids, -1)
+            == ops.convert_to_tensor(list(reset_ids), "int32"),
+            axis=-1,
+        )
+        column = ops.expand_dims(ops.arange(width, dtype="int32"), 0)
+        inside = ops.logical_and(
+            column >= 1, column < ops.expand_dims(lengths, -1)
+        )
+        first = ops.where(ops.logical_and(resets, inside), column, width)
+        shortest = ops.minimum(shortest, ops.min(first))
+    return ops.cast(ops.maximum(shortest, 1), "int32")
+
+
+def initial_state_tensors(inference, batch):
+    """The graph's initial states, ``(batch, ...)`` each (constants)."""
+    return [
+        ops.broadcast_to(
+            ops.convert_to_tensor(value[None], "float32"),
+            (batch, *value.shape),
+        )
+        for value in inference.initial_values
+    ]
+
+
+def _cache_log_probs(key, memory_keys, memory_values, seen, vocab_lp, cache):
+    """The next-token log-probabilities of the current position mixed
+    with the cache: ``key`` ``(B, d)`` against the memory's ``W`` slots
+    (the last ``min(seen, W)`` filled); rows with an empty memory keep
+    ``vocab_lp``."""
+    window = cache.window
+    scores = cache.theta * ops.einsum("bd,bwd->bw", key, memory_keys)
+    slot = ops.expand_dims(ops.arange(window, dtype="int32"), 0)
+    filled = slot >= window - ops.expand_dims(ops.minimum(seen, window), -1)
+    used = ops.any(filled, axis=-1, keepdims=True)
+    scores = ops.where(filled, scores, ops.full_like(scores, -np.inf))
+    top = ops.max(scores, axis=-1, keepdims=True)
+    top = ops.where(ops.isfinite(top), top, ops.zeros_like(top))
+    weights = ops.where(filled, ops.exp(scores - top), ops.zeros_like(scores))
+    weights = weights / ops.maximum(
+        ops.sum(weights, axis=-1, keepdims=True), 1e-30
+    )
+    # p_cache(w): the weights of the slots whose next token is w, summed
+    batch = ops.shape(vocab_lp)[0]
+    vocab = ops.shape(vocab_lp)[1]
+    rows = ops.expand_dims(ops.arange(batch, dtype="int32"), -1)
+    flat = ops.reshape(rows * vocab + memory_values, (-1,))
+    p_cache = ops.segment_sum(
+        ops.reshape(weights, (-1,)), flat, num_segments=batch * vocab
+    )
+    p_cache = ops.reshape(p_cache, (batch, vocab))
+    cache_lp = ops.log(p_cache)
+    return mix_log_probs(vocab_lp, cache_lp, cache.lam, used)
+
+
+def generate_ids(
+    inference,
+    sampler,
+    prompt_ids,
+    lengths,
+    *,
+    max_tokens,
+    seed,
+    prefill,
+    stop_id=-1,
+    reset_ids=(),
+    cache=None,
+):
+    """Samples up to ``max_tokens`` tokens after each row's prompt (see
+    the module docstring).
+
+    Args:
+        inference: the :class:`~keras_rnnlm.scoring.InferenceModel`.
+        sampler: a :class:`~keras_rnnlm.generation.Sampler`.
+        prompt_ids: int32 ``(B, P)``: row ``i``'s inputs in its first
+            ``lengths[i]`` columns (the sentence-start token first).
+        lengths: int32 ``(B,)``, each >= 1.
+        max_tokens: tokens to generate at most per row (>= 0).
+        seed: the sampler's seed (int32 scalar).
+        prefill: inputs run as one sequence first
+            (:func:`prefill_length`; a Python int under ``jax.jit``).
+        stop_id: the token that ends a row (not recorded); -1: none.
+        reset_ids: tokens before which the recurrent states restart
+            (:func:`reset_token_ids`).
+        cache: a :class:`~keras_rnnlm.cache_pointer.CacheConfig` (its
+            natural start, ``reference=False``) or ``None``.
+
+    Returns:
+        A dict: ``token_ids`` int32 ``(B, max_tokens)`` (-1 after a row's
+        end), ``log_probs`` float32 ``(B, max_tokens)`` (the natural log
+        of each token's probability under the model, the cache mixed in,
+        before the sampler's temperature and filtering; 0 after the end),
+        ``num_tokens`` int32 ``(B,)`` and ``stopped`` bool ``(B,)``
+        (whether the row ended at the stop token).
+    """
+    prompt_ids = ops.convert_to_tensor(prompt_ids, "int32")
+    lengths = ops.convert_to_tensor(lengths, "int32")
+    seed = ops.convert_to_tensor(seed, "int32")
+    stop_id = ops.convert_to_tensor(stop_id, "int32")
+    if cache is not None and (cache.window == 0 or cache.lam == 0.0):
+        cache = None
+    batch, width = ops.shape(prompt_ids)[0], ops.shape(prompt_ids)[1]
+    initial = initial_state_tensors(inference, batch)
+    recurrent = [kind != "token_ids" for kind in inference.state_kinds]
+    reset_ids = ops.convert_to_tensor(list(reset_ids) or [-1], "int32")
+    rows = ops.arange(batch, dtype="int32")
+
+    # -- the first ``prefill`` inputs of every row, as one sequence
+    x = prompt_ids[:, :prefill]
+    last = rows * prefill + (prefill - 1)
+    memory = ()
+    if cache is None:
+        logits, states = inference.at_positions(x, last, initial)
+        key = ops.zeros((batch, 1), "float32")  # unused
+    else:
+        out = inference.keyed_model([x, last, *initial], training=False)
+        logits, keys, states = out[0][0], out[1], list(out[2:])
+        keys = ops.cast(keys, "float32")
+        key = keys[:, -1]
+        window, dim = cache.window, ops.shape(keys)[-1]
+        memory_keys = ops.concatenate(
+            [ops.zeros((batch, window, dim), "float32"), keys[:, :-1]], 1
+        )[:, -window:]
+        memory_values = ops.concatenate(
+            [ops.zeros((batch, window), "int32"), prompt_ids[:, 1:prefill]], 1
+        )[:, -window:]
+        seen = ops.zeros((batch,), "int32") + (prefill - 1)
+        memory = (memory_keys, memory_values, seen)
+
+    columns = ops.expand_dims(ops.arange(max_tokens, dtype="int32"), 0)
+    out_ids = ops.full((batch, max_tokens), -1, "int32")
+    out_lp = ops.zeros((batch, max_tokens), "float32")
+    num = ops.zeros((batch,), "int32")
+    stopped = ops.zeros((batch,), "bool")
+    done = ops.logical_or(stopped, max_tokens <= 0)
+    position = ops.convert_to_tensor(prefill, "int32")
+
+    def cond(position, logits, key, memory, states, *outputs):
+        return ops.logical_not(ops.all(outputs[-1]))
+
+    def body(position, logits, key, memory, states, out_ids, out_lp, num,
+             stopped, done):  # fmt: skip
+        log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+        if cache is not None:
+            log_probs = _cache_log_probs(key, *memory, log_probs, cache)
+        sampled = sampler(log_probs, seed, position)
+        in_prompt = position < lengths
+        from_prompt = ops.take(
+            prompt_ids, ops.minimum(position, width - 1), axis=1
+        )
+        token = ops.where(in_prompt, from_prompt, sampled)
+        generating = ops.logical_and(
+            ops.logical_not(in_prompt), ops.logical_not(done)
+        )
+        stop = ops.logical_and(generating, ops.equal(sampled, stop_id))
+        keep = ops.logical_and(generating, ops.logical_not(stop))
+        column = position - lengths
+        at = ops.logical_and(
+            ops.expand_dims(keep, -1),
+            columns == ops.expand_dims(column, -1),
+        )
+        lp = ops.take_along_axis(
+            log_probs, ops.expand_dims(sampled, -1), axis=-1
+        )
+        out_ids = ops.where(at, ops.expand_dims(sampled, -1), out_ids)
+        out_lp = ops.where(at, lp, out_lp)
+        num = num + ops.cast(keep, "int32")
+        stopped = ops.logical_or(stopped, stop)
+        full = ops.logical_and(generating, column + 1 >= max_tokens)
+        done = ops.logical_or(done, ops.logical_or(stop, full))
+        if cache is not None:
+            memory_keys, memory_values, seen = memory
+            memory = (
+                ops.concatenate(
+                    [memory_keys[:, 1:], ops.expand_dims(key, 1)], 1
+                ),
+                ops.concatenate(
+                    [memory_values[:, 1:], ops.expand_dims(token, 1)], 1
+                ),
+                seen + 1,
+            )
+        starts = ops.any(
+            ops.expand_dims(token, -1) == ops.expand_dims(reset_ids, 0),
+            axis=-1,
+        )
+        states = [
+            _where_rows(starts, s0, s) if r else s
+            for s, s0, r in zip(states, initial, recurrent)
+        ]
+        x = ops.expand_dims(token, -1)
+        if cache is None:
+            logits, states = inference.at_positions(x, rows, states)
+        else:
+            out = inference.keyed_model([x, rows, *states], training=False)
+            logits, states = out[0][0], list(out[2:])
+            key = ops.cast(out[1][:, 0], "float32")
+        return (position + 1, logits, key, memory, states, out_ids, out_lp,
+                num, stopped, done)  # fmt: skip
+
+    steps = ops.max(lengths) - prefill + max_tokens
+    result = ops.while_loop(
+        cond,
+        body,
+        (
+            position,
+            logits,
+            key,
+            memory,
+            states,
+            out_ids,
+            out_lp,
+            num,
+            stopped,
+            done,
+        ),  # fmt: skip
+        maximum_iterations=steps,
+    )
+    out_ids, out_lp, num, stopped = result[5:9]
+    return {
+        "token_ids": out_ids,
+        "log_probs": out_lp,
+        "num_tokens": num,
+        "stopped": stopped,
+    }
+
+
+def _where_rows(rows, a, b):
+    """``a`` where ``rows`` (``(B,)`` bool) else ``b``, for ``(B, ...)``
+    tensors."""
+    mask = ops.reshape(rows, (-1,) + (1,) * (len(a.shape) - 1))
+    return ops.where(mask, a, b)
+
+
+class GenerationLoop:
+    """:func:`generate_ids` compiled for one inference graph and run from
+    NumPy: a ``tf.function`` on TensorFlow (one trace for every batch,
+    prompt width, length and seed), a ``jax.jit`` on JAX (one per shape,
+    length and prefill), one per (sampler, stop token, cache).
+
+    Args:
+        inference: the :class:`~keras_rnnlm.scoring.InferenceModel`.
+        reset_ids: the inputs before which a sentence-level run resets
+            its recurrent states (:func:`reset_token_ids`).
+    """
+
+    def __init__(self, inference, reset_ids=()):
+        self.inference = inference
+        self.reset_ids = [int(i) for i in reset_ids]
+        self._compiled = {}
+
+    def __call__(self, prompts, sampler, max_tokens, seed, stop_id=-1,
+                 cache=None):  # fmt: skip
+        """Generates after each of ``prompts`` (lists of input ids, the
+        sentence-start token first, each non-empty); returns
+        :func:`generate_ids`'s dict as NumPy arrays."""
+        lengths = np.array([len(p) for p in prompts], np.int32)
+        if not len(prompts) or lengths.min() < 1:
+            raise ValueError("every prompt needs its sentence-start input")
+        ids = np.zeros((len(prompts), int(lengths.max())), np.int32)
+        for row, p in enumerate(prompts):
+            ids[row, : len(p)] = p
+        prefill = int(prefill_length(ids, lengths, self.reset_ids))
+        fn = self._function(sampler, int(stop_id), cache)
+        out = fn(ids, lengths, np.int32(seed), int(max_tokens), prefill)
+        return {k: ops.convert_to_numpy(v) for k, v in out.items()}
+
+    def _function(self, sampler, stop_id, cache):
+        key = (sampler, stop_id, cache)
+        fn = self._compiled.get(key)
+        if fn is None:
+            fn = self._compile(sampler, stop_id, cache)
+            self._compiled[key] = fn
+        return fn
+
+    def _compile(self, sampler, stop_id, cache):
+        def fn(prompt_ids, lengths, seed, max_tokens, prefill):
+            return generate_ids(
+                self.inference,
+                sampler,
+                prompt_ids,
+                lengths,
+                max_tokens=max_tokens,
+                seed=seed,
+                prefill=prefill,
+                stop_id=stop_id,
+                reset_ids=self.reset_ids,
+                cache=cache,
+            )
+
+        backend = keras.backend.backend()
+        if backend == "tensorflow":
+            import tensorflow as tf  # the TensorFlow backend
+
+            scalar = tf.TensorSpec([], tf.int32)
+            compiled = tf.function(
+                fn,
+                input_signature=[
+                    tf.TensorSpec([None, None], tf.int32),
+                    tf.TensorSpec([None], tf.int32),
+                    scalar,
+                    scalar,
+                    scalar,
+                ],
+                autograph=False,
+            )
+
+            def run(ids, lengths, seed, max_tokens, prefill):
+                return compiled(
+                    ids, lengths, seed, np.int32(max_tokens), np.int32(prefill)
+                )
+
+            return run
+        if backend == "jax":
+            import jax  # the JAX backend
+
+            return jax.jit(fn, static_argnames=("max_tokens", "prefill"))
+        return fn

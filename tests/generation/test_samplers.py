@@ -1,0 +1,173 @@
+"""The samplers (keras-hub's names and parameters), their stateless
+noise, and the distributions they draw from (chi-square tests at fixed
+seeds)."""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+from scipy import stats
+
+from keras_rnnlm.generation import GenerationError
+from keras_rnnlm.generation import GreedySampler
+from keras_rnnlm.generation import RandomSampler
+from keras_rnnlm.generation import TopKSampler
+from keras_rnnlm.generation import TopPSampler
+from keras_rnnlm.generation import get_sampler
+from keras_rnnlm.generation.samplers import MAX_SEED
+from keras_rnnlm.generation.samplers import check_seed
+from keras_rnnlm.generation.samplers import stateless_uniform
+
+N = 20_000
+#: A distribution over 12 tokens: some likely, some rare.
+LOG_PROBS = np.log(
+    np.array([20, 15, 12, 10, 9, 8, 7, 6, 5, 4, 2, 2], np.float64) / 100
+)
+
+
+def _draw(sampler, seed=7, step=3, n=N):
+    log_probs = np.tile(LOG_PROBS.astype(np.float32), (n, 1))
+    return ops.convert_to_numpy(sampler(log_probs, seed, step))
+
+
+def _tempered(temperature):
+    p = np.exp(LOG_PROBS / temperature)
+    return p / p.sum()
+
+
+def _chi_square_p(tokens, probs):
+    """p-value of the counts of ``tokens`` against ``probs`` (cells of
+    fewer than 5 expected draws merged into one)."""
+    if len(probs) == 1:  # one cell: every draw must be in it
+        return float(np.all(tokens == 0))
+    counts = np.bincount(tokens, minlength=len(probs)).astype(np.float64)
+    expected = probs * len(tokens)
+    big = expected >= 5
+    obs = [*counts[big], counts[~big].sum()] if (~big).any() else counts[big]
+    exp = [*expected[big], expected[~big].sum()] if (~big).any() else expected
+    assert min(exp) >= 5
+    return stats.chisquare(obs, exp).pvalue
+
+
+@pytest.mark.parametrize(
+    "identifier, cls, config",
+    [
+        ("greedy", GreedySampler, {}),
+        ("random", RandomSampler, {"temperature": 1.0}),
+        ("top_k", TopKSampler, {"k": 5, "temperature": 1.0}),
+        ("top_p", TopPSampler, {"p": 0.1, "k": None, "temperature": 1.0}),
+    ],
+)
+def test_names_defaults_and_config_round_trip(identifier, cls, config):
+    """keras-hub's identifiers and defaults; get_config / from_config
+    and get_sampler of a config or a sampler round-trip."""
+    sampler = get_sampler(identifier)
+    assert type(sampler) is cls and sampler.get_config() == config
+    assert cls.from_config(sampler.get_config()) == sampler
+    again = get_sampler({"class_name": cls.__name__, "config": config})
+    assert again == sampler and get_sampler(sampler) is sampler
+
+
+def test_get_sampler_takes_arguments_and_rejects_unknown_names():
+    s = get_sampler("top_p", p=0.9, k=20, temperature=0.7)
+    assert s == TopPSampler(0.9, k=20, temperature=0.7)
+    assert repr(s) == "TopPSampler(p=0.9, k=20, temperature=0.7)"
+    with pytest.raises(GenerationError, match="Unknown sampler 'beam'") as e:
+        get_sampler("beam")
+    assert e.value.argument == "sampler"
+    with pytest.raises(GenerationError) as e:
+        get_sampler("greedy", temperature=0.5)  # greedy has none
+    assert e.value.argument == "sampler"
+
+
+@pytest.mark.parametrize(
+    "make, argument",
+    [
+        (lambda: RandomSampler(temperature=0), "temperature"),
+        (lambda: RandomSampler(temperature=-1.0), "temperature"),
+        (lambda: RandomSampler(temperature=float("nan")), "temperature"),
+        (lambda: TopKSampler(k=0), "k"),
+        (lambda: TopKSampler(k=2.5), "k"),
+        (lambda: TopKSampler(k=True), "k"),
+        (lambda: TopPSampler(p=0.0), "p"),
+        (lambda: TopPSampler(p=1.5), "p"),
+        (lambda: TopPSampler(p=0.5, k=0), "k"),
+        (lambda: TopKSampler(k=13).check_vocabulary(12), "k"),
+        (lambda: TopPSampler(k=13).check_vocabulary(12), "k"),
+        (lambda: check_seed(-1), "seed"),
+        (lambda: check_seed(MAX_SEED + 1), "seed"),
+        (lambda: check_seed(1.0), "seed"),
+    ],
+)
+def test_bad_parameters_name_their_argument(make, argument):
+    with pytest.raises(GenerationError) as e:
+        make()
+    assert e.value.argument == argument
+
+
+def test_noise_is_keras_random_at_step_zero_and_keyed_by_step():
+    """Step 0 is keras.random.uniform with the int seed (Keras's key is
+    [seed, 0]); another step or seed is other noise; a row's noise does
+    not depend on the batch size."""
+    want = ops.convert_to_numpy(keras.random.uniform((3, 50), seed=11))
+    got = ops.convert_to_numpy(stateless_uniform((3, 50), 11, 0))
+    np.testing.assert_array_equal(got, want)
+    assert not np.array_equal(
+        ops.convert_to_numpy(stateless_uniform((3, 50), 11, 1)), got
+    )
+    assert not np.array_equal(
+        ops.convert_to_numpy(stateless_uniform((3, 50), 12, 0)), got
+    )
+    wide = ops.convert_to_numpy(stateless_uniform((9, 50), 11, 0))
+    np.testing.assert_array_equal(wide[:3], got)
+
+
+def test_greedy_is_the_argmax():
+    rng = np.random.default_rng(0)
+    log_probs = rng.normal(size=(50, 30)).astype(np.float32)
+    got = ops.convert_to_numpy(GreedySampler()(log_probs, 0, 0))
+    np.testing.assert_array_equal(got, log_probs.argmax(-1))
+
+
+def test_same_seed_same_draws_other_seed_other_draws():
+    s = RandomSampler()
+    a, b, c = _draw(s, 1, 0, 200), _draw(s, 1, 0, 200), _draw(s, 2, 0, 200)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.6, 1.8])
+def test_random_draws_follow_the_tempered_softmax(temperature):
+    tokens = _draw(RandomSampler(temperature=temperature))
+    assert _chi_square_p(tokens, _tempered(temperature)) > 1e-3
+
+
+def test_the_chi_square_test_can_fail():
+    """The check rejects draws from another distribution."""
+    tokens = _draw(RandomSampler(temperature=0.8))
+    assert _chi_square_p(tokens, _tempered(1.0)) < 1e-6
+
+
+@pytest.mark.parametrize("k, temperature", [(1, 1.0), (3, 1.0), (5, 0.7)])
+def test_top_k_draws_among_the_k_best_only(k, temperature):
+    tokens = _draw(TopKSampler(k, temperature=temperature))
+    assert set(tokens) <= set(range(k))  # LOG_PROBS is sorted
+    probs = _tempered(temperature)[:k]
+    assert _chi_square_p(tokens, probs / probs.sum()) > 1e-3
+
+
+@pytest.mark.parametrize(
+    "p, k, temperature, kept",
+    [
+        (0.1, None, 1.0, 1),  # 0.20 >= 0.1: the best alone
+        (0.5, None, 1.0, 4),  # 0.20 + 0.15 + 0.12 < 0.5 <= ... + 0.10
+        (0.5, 3, 1.0, 3),  # k first
+        (1.0, None, 1.0, 12),
+        (0.5, None, 0.5, 2),  # sharper: 0.35 + 0.20 reach p
+    ],
+)
+def test_top_p_draws_from_the_nucleus_only(p, k, temperature, kept):
+    tokens = _draw(TopPSampler(p, k=k, temperature=temperature))
+    assert set(tokens) <= set(range(kept))
+    probs = _tempered(temperature)[:kept]
+    assert _chi_square_p(tokens, probs / probs.sum()) > 1e-3
