@@ -14,7 +14,33 @@ from typing import Any
 
 
 class ConfigError(ValueError):
-    """An invalid configuration key or value."""
+    """An invalid configuration key or value.
+
+    ``key``: the dotted key at fault (``"model.cell"``), where there is
+    one; the message then starts with it, so that a command line can put
+    the option that set it in front (``--set model.cell: ...``).
+    """
+
+    def __init__(self, message, key=None):
+        super().__init__(message)
+        self.key = key
+
+
+def given_by(key, keys):
+    """Whether config key ``key`` was set by one of the dotted ``keys``:
+    the same key, a key inside it (``train.lr_schedule.decay`` in
+    ``train.lr_schedule``) or a key holding it."""
+    if key is None:
+        return False
+    return any(
+        key == k or key.startswith(k + ".") or k.startswith(key + ".")
+        for k in keys
+    )
+
+
+def override_keys(overrides):
+    """The dotted keys of ``section.key=value`` overrides."""
+    return [item.split("=", 1)[0].strip() for item in overrides]
 
 
 @dataclasses.dataclass
@@ -199,6 +225,10 @@ class TrainConfig:
             recompile per batch).
         dtype_policy: ``float32`` or ``mixed_bfloat16``.
         tensorboard: write TensorBoard logs.
+        timing_log: write ``timing.csv`` into the run directory: when each
+            training batch ended and its tokens, and when each epoch's end
+            (validation, checkpoints) was done
+            (:class:`~keras_rnnlm.callbacks.timing.TimingLog`).
         verbose: Keras progress-bar verbosity.
         nt_asgd_nonmono: if set, NT-ASGD (Merity et al. 2018): switch to
             averaging when the validation loss is worse than the best of
@@ -236,6 +266,7 @@ class TrainConfig:
     jit_compile: Any = "auto"
     dtype_policy: str = "float32"
     tensorboard: bool = True
+    timing_log: bool = False
     verbose: Any = "auto"
     nt_asgd_nonmono: int | None = None
     nt_asgd_from_start: bool = False
@@ -474,6 +505,7 @@ FIELD_CHECKS = {
             )
         ),
         "tensorboard": _Bool(),
+        "timing_log": _Bool(),
         "verbose": _Either(_Const("auto"), _Int(lo=0, hi=3)),
         "nt_asgd_nonmono": _optional(_Int(lo=0)),
         "nt_asgd_from_start": _Bool(),
@@ -527,7 +559,8 @@ def _check_fields(section_config):
         if not check.ok(value):
             raise ConfigError(
                 f"{section}.{key} must be {check.expects}, got "
-                f"{_describe(value)}"
+                f"{_describe(value)}",
+                key=f"{section}.{key}",
             )
     if section == "train":
         _check_lr_schedule(section_config.lr_schedule)
@@ -540,7 +573,8 @@ def _check_lr_schedule(spec):
     if not isinstance(name, str) or name not in LR_SCHEDULE_PARAMS:
         raise ConfigError(
             f"train.lr_schedule.name must be one of "
-            f"{sorted(LR_SCHEDULE_PARAMS)}, got {_describe(name)}"
+            f"{sorted(LR_SCHEDULE_PARAMS)}, got {_describe(name)}",
+            key="train.lr_schedule.name",
         )
     params = LR_SCHEDULE_PARAMS[name]
     _check_spec(
@@ -567,19 +601,22 @@ def _check_spec(spec, params, path, label, extra=("name",)):
     if unknown:
         raise ConfigError(
             f"Unknown key(s) {unknown} in {label}; "
-            f"valid keys: {sorted([*extra, *params])}"
+            f"valid keys: {sorted([*extra, *params])}",
+            key=path,
         )
     for key, (check, required) in params.items():
         if key not in spec:
             if required:
                 raise ConfigError(
-                    f"{label} needs {path}.{key} ({check.expects})"
+                    f"{label} needs {path}.{key} ({check.expects})",
+                    key=path,
                 )
             continue
         if not check.ok(spec[key]):
             raise ConfigError(
                 f"{path}.{key} must be {check.expects}, got "
-                f"{_describe(spec[key])}"
+                f"{_describe(spec[key])}",
+                key=f"{path}.{key}",
             )
 
 
@@ -717,6 +754,8 @@ __all__ = [
     "RunConfig",
     "TrainConfig",
     "apply_overrides",
+    "given_by",
     "load_config",
+    "override_keys",
     "parse_value",
 ]

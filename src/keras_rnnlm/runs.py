@@ -10,7 +10,8 @@ module's constants:
   their epoch and validation loss;
 * :data:`LOG_FILE` (the epoch log), :data:`METADATA_FILE` (the run's
   metadata; every start's also appended to :data:`METADATA_LOG_FILE`),
-  :data:`LEARNING_CURVE_FILE`, :data:`TENSORBOARD_DIR`;
+  :data:`LEARNING_CURVE_FILE`, :data:`TENSORBOARD_DIR`, :data:`TIMING_FILE`
+  (with ``train.timing_log``);
 * :data:`CHECKPOINT_DIR`: the resumable checkpoint,
   :data:`CHECKPOINT_WEIGHTS_FILE` (weights and optimizer) and
   :data:`CHECKPOINT_STATE_FILE`, and a mid-epoch checkpoint's
@@ -49,6 +50,8 @@ METADATA_FILE = "run.json"
 METADATA_LOG_FILE = "runs.jsonl"
 LEARNING_CURVE_FILE = "learning_curve.png"
 TENSORBOARD_DIR = "tensorboard"
+#: Each training batch's end and tokens (``train.timing_log``).
+TIMING_FILE = "timing.csv"
 CHECKPOINT_DIR = "checkpoint"
 #: In :data:`CHECKPOINT_DIR`: the last epoch's weights and optimizer.
 CHECKPOINT_WEIGHTS_FILE = "last.weights.h5"

@@ -29,6 +29,7 @@ from keras_rnnlm.callbacks.checkpoint import saved_progress
 from keras_rnnlm.callbacks.nt_asgd import NTASGD
 from keras_rnnlm.callbacks.nt_asgd import nonmono_interval
 from keras_rnnlm.callbacks.regularization import RegularizerLogger
+from keras_rnnlm.callbacks.timing import TimingLog
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.config import load_config
 from keras_rnnlm.data.documents import corpus_idf
@@ -53,6 +54,7 @@ from keras_rnnlm.runs import CONFIG_FILE
 from keras_rnnlm.runs import LOG_FILE
 from keras_rnnlm.runs import RESULTS_FILE
 from keras_rnnlm.runs import TENSORBOARD_DIR
+from keras_rnnlm.runs import TIMING_FILE
 from keras_rnnlm.runs import VOCAB_FILE
 from keras_rnnlm.runs import atomic_write_text
 from keras_rnnlm.runs import is_writer
@@ -371,6 +373,11 @@ def _train(config, callbacks, resume, init_weights):
         EpochLog(os.path.join(out, LOG_FILE), checkpoint),
         stop,
         progbar,
+        *(
+            [TimingLog(os.path.join(out, TIMING_FILE), stream)]
+            if t.timing_log
+            else []
+        ),
     ]
     try:
         with stop.listening():
