@@ -11,6 +11,7 @@ from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import copy_weights
 from keras_rnnlm.models import recurrent_layer_names
 from keras_rnnlm.models import reset_states
+from keras_rnnlm.models import validate_model_config
 
 
 def test_shapes_and_param_count_small():
@@ -39,10 +40,86 @@ def test_tied_head_size_mismatch_is_config_error():
 
 
 def test_unknown_cell_lists_known():
+    """An unknown cell is a ConfigError of the config's validation,
+    naming model.cell and the registered layers (not a ValueError of the
+    registry when the model is built)."""
     cfg = ModelConfig(cell="nope")
-    with pytest.raises(ValueError, match="lstm"):
+    with pytest.raises(ConfigError) as raised:
+        validate_model_config(cfg)
+    assert raised.value.key == "model.cell"
+    assert str(raised.value).startswith(
+        "model.cell: unknown recurrent layer 'nope'; known: "
+    )
+    assert ", ".join(recurrent_layer_names()) in str(raised.value)
+    with pytest.raises(ConfigError, match="model.cell"):
         build_language_model(cfg, 50, batch_size=2)
     assert {"lstm", "gru", "keras_lstm"} <= set(recurrent_layer_names())
+
+
+@pytest.mark.parametrize(
+    "changes, expects",
+    [
+        ({"cell_kwargs": {"bogus": 1}}, "'bogus' is not an argument of"),
+        ({"cell_kwargs": {"units": 5}}, "from model.hidden_sizes"),
+        ({"cell_kwargs": {"stateful": False}}, "'stateful' of the 'lstm'"),
+        ({"cell_kwargs": {"return_sequences": False}}, "'return_sequences'"),
+        ({"cell_kwargs": {"weight_dropout": 0.5}}, "set by model.weight_d"),
+        (
+            {"weight_dropout": 0.5, "cell_kwargs": {"seed": 3}},
+            "'seed' of the 'weight_drop_lstm' layers is set by the builder",
+        ),
+        (
+            {
+                "cell": "mmlstm",
+                "major_proportions": [0.5],
+                "cell_kwargs": {"minor_input": "previous"},
+            },
+            "from model.minor_input",
+        ),
+        ({"cell": "mlstm", "cell_kwargs": {"num_cells": 2}}, "'num_cells'"),
+        ({"cell": "gru", "cell_kwargs": {"initializer": "zeros"}}, "builder"),
+    ],
+)
+def test_cell_kwargs_are_checked_against_the_constructor(changes, expects):
+    """model.cell_kwargs may hold only arguments of the layer's
+    constructor that the builder does not set itself: anything else is a
+    ConfigError naming model.cell_kwargs when the config is validated,
+    not a TypeError or ValueError of Keras when the model is built."""
+    cfg = dataclasses.replace(ModelConfig(hidden_sizes=[8]), **changes)
+    with pytest.raises(ConfigError) as raised:
+        validate_model_config(cfg)
+    assert raised.value.key == "model.cell_kwargs"
+    assert str(raised.value).startswith("model.cell_kwargs: ")
+    assert expects in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"cell_kwargs": {"fused": False, "unit_forget_bias": True}},
+        {"cell": "gru", "cell_kwargs": {"reset_after": False}},
+        {"cell": "mlstm", "cell_kwargs": {"intermediate_size": 4}},
+        {"cell": "mgru", "cell_kwargs": {"fused": False}},
+        {
+            "cell": "multicell_lstm",
+            "cell_kwargs": {"num_cells": 2, "strategy": "mean"},
+        },
+        {
+            "cell": "mmlstm",
+            "major_proportions": [0.5],
+            "cell_kwargs": {"fuse_branches": False},
+        },
+    ],
+)
+def test_constructor_arguments_in_cell_kwargs_build(changes):
+    """The arguments the check lets through are taken by the layer: the
+    multi-cell LSTM's cell arguments and a multiplicative cell's too."""
+    cfg = dataclasses.replace(
+        ModelConfig(embedding_dim=4, hidden_sizes=[8]), **changes
+    )
+    validate_model_config(cfg)
+    model = build_language_model(cfg, 20, batch_size=2)
+    assert model(np.zeros((2, 3), "int32")).shape == (2, 3, 20)
 
 
 def test_cell_class_accepted():

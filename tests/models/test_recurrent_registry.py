@@ -99,3 +99,33 @@ def test_init_range_reaches_every_recurrent_weight(cell):
     assert layer.trainable_weights
     for w in layer.trainable_weights:
         assert np.abs(keras.ops.convert_to_numpy(w)).max() <= 0.01 + 1e-7
+
+
+def test_every_layer_lists_its_constructor_arguments():
+    """Each registered layer's extra arguments are read from its
+    constructors: never what the factory or builder sets, and each one
+    is taken by the layer."""
+    from keras_rnnlm.models.recurrent_registry import SET_BY_BUILDER
+    from keras_rnnlm.models.recurrent_registry import recurrent_layer_arguments
+
+    for name in recurrent_layer_names():
+        arguments = recurrent_layer_arguments(name)
+        assert arguments, name
+        assert not arguments & {*SET_BY_BUILDER, "return_sequences", "cell"}
+        assert {"dtype", "trainable"} <= arguments
+    assert {"num_cells", "strategy", "fused"} <= recurrent_layer_arguments(
+        "multicell_lstm"
+    )
+    assert "intermediate_size" in recurrent_layer_arguments("mlstm")
+    assert "weight_dropout" in recurrent_layer_arguments("weight_drop_lstm")
+    assert "weight_dropout" not in recurrent_layer_arguments("lstm")
+    layer = make_recurrent_layer(
+        "multicell_lstm",
+        4,
+        stateful=False,
+        dtype="float32",
+        trainable=False,
+        num_cells=2,
+        fused=False,
+    )
+    assert layer.num_cells == 2 and not layer.trainable

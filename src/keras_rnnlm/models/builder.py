@@ -36,7 +36,10 @@ from keras_rnnlm.models.initializers import fan_uniform
 from keras_rnnlm.models.initializers import lstm_branch_uniform
 from keras_rnnlm.models.initializers import uniform
 from keras_rnnlm.models.pretrained import pretrained_spec
+from keras_rnnlm.models.recurrent_registry import SET_BY_BUILDER
 from keras_rnnlm.models.recurrent_registry import make_recurrent_layer
+from keras_rnnlm.models.recurrent_registry import recurrent_layer_arguments
+from keras_rnnlm.models.recurrent_registry import recurrent_layer_names
 
 HEADS = ("softmax", "tied", "mos", "doc")
 TIED_HEADS = ("tied", "mos", "doc")
@@ -209,12 +212,14 @@ def validate_model_config(config):
         raise ConfigError(
             f"model.rnn_init must be one of {RNN_INITS}: {config.rnn_init!r}"
         )
+    _validate_cell_name(config)
     if config.weight_dropout and config.cell not in WEIGHT_DROP_CELLS:
         raise ConfigError(
             f"model.weight_dropout needs model.cell in {WEIGHT_DROP_CELLS} "
             f"(the fused weight-dropped LSTM), got {config.cell!r}"
         )
     _validate_major_minor(config)
+    _validate_cell_kwargs(config)
     _validate_sampled_softmax(config)
     if config.head == "mos" and not isinstance(config.mixture_components, int):
         raise ConfigError(
@@ -232,6 +237,65 @@ def validate_model_config(config):
                 "..., i_L], one count per source (embedding + each of the "
                 f"{len(config.hidden_sizes)} recurrent layers), got {comps!r}"
             )
+
+
+#: Where the arguments the builder gives a recurrent layer come from
+#: (none of them may be in ``model.cell_kwargs``).
+BUILDER_ARGUMENT_SOURCES = {
+    "units": "model.hidden_sizes",
+    "stateful": "the model being built",
+    "initializer": "model.init_range and model.rnn_init",
+    "name": "the layer's place in the stack",
+    "major_proportion": "model.major_proportions",
+    "minor_input": "model.minor_input",
+    "weight_dropout": "model.weight_dropout",
+    "seed": "train.seed",
+}
+
+
+def _validate_cell_name(config):
+    """``model.cell`` is a registered layer (a Keras cell given from
+    Python is not checked)."""
+    names = recurrent_layer_names()
+    if isinstance(config.cell, str) and config.cell not in names:
+        raise ConfigError(
+            f"model.cell: unknown recurrent layer {config.cell!r}; known: "
+            f"{', '.join(names)}",
+            key="model.cell",
+        )
+
+
+def _validate_cell_kwargs(config):
+    """``model.cell_kwargs`` holds only arguments of the layer's
+    constructor (its signature, :func:`~keras_rnnlm.models.
+    recurrent_registry.recurrent_layer_arguments`) that the builder
+    leaves to the config."""
+    if not isinstance(config.cell, str):
+        return
+    cell = recurrent_layer_name(config)
+    builder_set = {*SET_BY_BUILDER, *_builder_layer_kwargs(config, cell, 0)}
+    accepted = recurrent_layer_arguments(cell)
+    for key in config.cell_kwargs:
+        if key in builder_set or (accepted is not None and key not in accepted):
+            raise ConfigError(
+                _cell_kwarg_message(cell, key, builder_set, accepted),
+                key="model.cell_kwargs",
+            )
+
+
+def _cell_kwarg_message(cell, key, builder_set, accepted):
+    source = BUILDER_ARGUMENT_SOURCES.get(key)
+    if key in builder_set:
+        return (
+            f"model.cell_kwargs: {key!r} of the {cell!r} layers is set by "
+            f"the builder (from {source or 'the model config'}), not by "
+            "model.cell_kwargs"
+        )
+    hint = f" ({key!r} is set by {source})" if source else ""
+    return (
+        f"model.cell_kwargs: {key!r} is not an argument of the {cell!r} "
+        f"layer{hint}; its arguments: {', '.join(sorted(accepted))}"
+    )
 
 
 def _validate_sampled_softmax(config):
@@ -481,7 +545,21 @@ def _recurrent_stack(config, x, stateful, seed, hook, reset=None):
 def _recurrent_layer(config, i, units, stateful, seed):
     """Recurrent layer ``i`` (``rnn_{i}``), from the registry."""
     cell = recurrent_layer_name(config)
-    kwargs = dict(config.cell_kwargs)
+    return make_recurrent_layer(
+        cell,
+        units,
+        stateful=stateful,
+        initializer=_recurrent_initializer(config, cell, units, seed, i),
+        name=f"rnn_{i}",
+        **config.cell_kwargs,
+        **_builder_layer_kwargs(config, cell, i, seed),
+    )
+
+
+def _builder_layer_kwargs(config, cell, i, seed=None):
+    """The arguments of recurrent layer ``i`` that the builder sets from
+    other config fields (:data:`BUILDER_ARGUMENT_SOURCES`)."""
+    kwargs = {}
     if cell == "mmlstm":
         kwargs.update(
             major_proportion=config.major_proportions[i],
@@ -492,14 +570,7 @@ def _recurrent_layer(config, i, units, stateful, seed):
             weight_dropout=config.weight_dropout,
             seed=stream_seed(seed, WEIGHT_DROP_SEED + i),
         )
-    return make_recurrent_layer(
-        cell,
-        units,
-        stateful=stateful,
-        initializer=_recurrent_initializer(config, cell, units, seed, i),
-        name=f"rnn_{i}",
-        **kwargs,
-    )
+    return kwargs
 
 
 def _recurrent_initializer(config, cell, units, seed, i):
