@@ -241,9 +241,8 @@ class LanguageModel:
             # the export's generate signature
             raise GenerationError(
                 "model",
-                f"{self.path} is an export: generating from an export "
-                "needs its generate signature, which this export does not "
-                "have; generate from the run directory instead",
+                f"{self.path} is an export without a generate signature; "
+                "generate from its run directory",
             )
         stop_id = self._stop_id(stop_token)
         vocab = self.scorer.vocab
@@ -297,8 +296,8 @@ class LanguageModel:
         if not isinstance(stop_token, str) or stop_token not in vocab:
             raise GenerationError(
                 "stop_token",
-                f"stop_token {stop_token!r} is not a token of the "
-                f"vocabulary ({len(vocab)} tokens)",
+                f"{stop_token!r} is not a token of the vocabulary "
+                f"({len(vocab)} tokens)",
             )
         return vocab.token_to_id(stop_token)
 
@@ -343,7 +342,7 @@ def _cache_config(cache):
     if cache.reference:
         raise GenerationError(
             "cache",
-            "generation uses the cache from the second token on "
-            "(reference=1 is awd-lstm-lm's evaluation start)",
+            "reference=1 (awd-lstm-lm's evaluation start) does not apply "
+            "to generation, which uses the cache from the second token on",
         )
     return cache

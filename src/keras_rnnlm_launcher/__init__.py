@@ -25,6 +25,7 @@ allocator and applies the command line's error policy).
     keras-rnnlm word2vec --corpus wikitext2 --dim 100 --out FILE
     keras-rnnlm score MODEL [FILE] [--json]
     keras-rnnlm rescore MODEL NBEST [--lm-weight W] [--reference REF]
+    keras-rnnlm generate MODEL [--prompt TEXT] [--sampler top_p --top-p 0.9]
     keras-rnnlm export RUN_DIR OUT/NAME/VERSION
     keras-rnnlm serve MODEL_BASE_DIR --model-name NAME [--rest-port 8501]
 

@@ -36,6 +36,8 @@ DYNAMIC_STATISTICS = ("mean", "sum")
 EXPORT_MAX_BATCH_SIZE = 1024
 EXPORT_MAX_TOKENS = 8192
 EXPORT_WARMUP_MAX_LENGTH = 256
+#: keras_rnnlm.scoring.streaming.MAX_BATCH_TOKENS.
+SCORE_MAX_BATCH_TOKENS = 4096
 #: keras_rnnlm.serving.limits.WARMUP_SECONDS.
 SERVE_WARMUP_SECONDS = 60.0
 #: keras_rnnlm.data.word2vec.ARCHITECTURES (names).
@@ -520,6 +522,14 @@ def add_scoring_commands(sub):
     s.add_argument(
         "--cache", type=cache_setting, help=CACHE_HELP + "; needs --document"
     )
+    add_shown_default(
+        s,
+        "--max-batch-tokens",
+        SCORE_MAX_BATCH_TOKENS,
+        "token budget of one forward pass, rows x padded length: bounds "
+        "the memory (a longer line is scored in windows, the state "
+        "carried; an export's --max-tokens caps it)",
+    )
 
     r = add_command(
         sub,
@@ -601,6 +611,110 @@ def add_scoring_commands(sub):
         help="longest padded length of the warm-up requests (default: "
         f"{EXPORT_WARMUP_MAX_LENGTH}, at most --max-tokens)",
     )
+
+
+# -- generate ----------------------------------------------------------------
+
+#: keras_rnnlm.generation.SAMPLERS (names), and keras_rnnlm.generation.text's
+#: DEFAULT_MAX_TOKENS and MAX_TOKENS_LIMIT.
+GENERATE_SAMPLERS = ("greedy", "random", "top_k", "top_p")
+GENERATE_MAX_TOKENS = 64
+GENERATE_MAX_TOKENS_LIMIT = 4096
+
+
+def add_generate_command(sub):
+    g = add_command(
+        sub,
+        "keras_rnnlm.cli.generate:run_generate",
+        "generate",
+        help="continue prompts with text sampled from the model",
+        description="Prints one continuation a line (prompt-major, then "
+        "sample), without the prompt; --json prints one JSON object a line "
+        "with the tokens and their natural-log probabilities. A prompt is "
+        "read after the sentence start (an empty one starts a sentence); "
+        "out-of-vocabulary words are <unk>.",
+    )
+    g.add_argument("model", help="run directory or exported SavedModel")
+    prompts = g.add_mutually_exclusive_group()
+    prompts.add_argument(
+        "--prompt",
+        action="append",
+        metavar="TEXT",
+        help="a prompt (repeatable; default: one empty prompt)",
+    )
+    prompts.add_argument(
+        "--prompt-file",
+        metavar="FILE",
+        help="one prompt a line (- stdin)",
+    )
+    g.add_argument(
+        "--max-tokens",
+        type=int,
+        default=GENERATE_MAX_TOKENS,
+        help="tokens per continuation at most, 0 to "
+        f"{GENERATE_MAX_TOKENS_LIMIT} (default %(default)s)",
+    )
+    g.add_argument(
+        "--num-samples",
+        type=int,
+        default=1,
+        help="continuations per prompt (default %(default)s)",
+    )
+    g.add_argument(
+        "--sampler",
+        choices=GENERATE_SAMPLERS,
+        default="greedy",
+        help="how the next token is chosen (default %(default)s)",
+    )
+    g.add_argument(
+        "--temperature",
+        type=float,
+        help="> 0; random, top_k and top_p draw from softmax(log p / T) "
+        "(default 1; greedy ignores it)",
+    )
+    g.add_argument(
+        "--top-k",
+        type=int,
+        help="top_k: the K most probable tokens (default 5); top_p: "
+        "consider only these",
+    )
+    g.add_argument(
+        "--top-p",
+        type=float,
+        help="top_p: the most probable tokens whose probability reaches P, "
+        "in (0, 1] (default 0.1)",
+    )
+    g.add_argument(
+        "--seed",
+        type=int,
+        help="0 to 2147483647: the same seed gives the same text (default: "
+        "a fresh one, printed with --json)",
+    )
+    stop = g.add_mutually_exclusive_group()
+    stop.add_argument(
+        "--stop-token",
+        metavar="TOKEN",
+        help="the token that ends a continuation (default: <eos> for a "
+        "word-level model, none for a character-level one)",
+    )
+    stop.add_argument(
+        "--no-stop-token",
+        action="store_true",
+        help="no stop token: every continuation has --max-tokens tokens",
+    )
+    g.add_argument(
+        "--cache",
+        type=cache_setting,
+        help=CACHE_HELP.replace("; batch 1", "")
+        + "; its memory starts with the prompt (run directories only)",
+    )
+    g.add_argument(
+        "--json",
+        action="store_true",
+        help="JSON lines: text, tokens, token ids, their log-probabilities",
+    )
+    _weights_option(g, "weights file of a run directory")
+    return g
 
 
 # -- serve -------------------------------------------------------------------
@@ -766,6 +880,7 @@ def build_parser():
     add_train_commands(sub)
     add_evaluation_commands(sub)
     add_scoring_commands(sub)
+    add_generate_command(sub)
     add_serve_command(sub)
     add_word2vec_command(sub)
     return parser

@@ -63,7 +63,7 @@ def check_seed(seed):
         or not 0 <= int(seed) <= MAX_SEED
     ):
         raise GenerationError(
-            "seed", f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}"
+            "seed", f"must be an integer in [0, {MAX_SEED}], got {seed!r}"
         )
     return int(seed)
 
@@ -105,14 +105,14 @@ def _check_positive(name, value):
         or value == float("inf")
     ):
         raise GenerationError(
-            name, f"{name} must be a finite number > 0, got {value!r}"
+            name, f"must be a finite number > 0, got {value!r}"
         )
     return float(value)
 
 
 def _check_k(k):
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-        raise GenerationError("k", f"k must be an integer >= 1, got {k!r}")
+        raise GenerationError("k", f"must be an integer >= 1, got {k!r}")
     return int(k)
 
 
@@ -122,7 +122,7 @@ def _check_p(p):
         or not isinstance(p, numbers.Real)
         or not 0.0 < p <= 1.0
     ):
-        raise GenerationError("p", f"p must be in (0, 1], got {p!r}")
+        raise GenerationError("p", f"must be in (0, 1], got {p!r}")
     return float(p)
 
 
@@ -240,7 +240,7 @@ class TopKSampler(Sampler):
         if self.k > vocab_size:
             raise GenerationError(
                 "k",
-                f"k must be at most the vocabulary size {vocab_size}, got "
+                f"must be at most the vocabulary size {vocab_size}, got "
                 f"{self.k}",
             )
 
@@ -274,7 +274,7 @@ class TopPSampler(Sampler):
         if self.k is not None and self.k > vocab_size:
             raise GenerationError(
                 "k",
-                f"k must be at most the vocabulary size {vocab_size}, got "
+                f"must be at most the vocabulary size {vocab_size}, got "
                 f"{self.k}",
             )
 
@@ -315,7 +315,7 @@ def get_sampler(identifier="greedy", **kwargs):
     if isinstance(identifier, Sampler):
         if kwargs:
             raise GenerationError(
-                "sampler", "arguments apply to a sampler's name, not a sampler"
+                "sampler", "takes no arguments when it is a Sampler object"
             )
         return identifier
     if isinstance(identifier, dict):
@@ -329,7 +329,7 @@ def get_sampler(identifier="greedy", **kwargs):
     if cls is None:
         raise GenerationError(
             "sampler",
-            f"Unknown sampler {name!r}; choose from {sorted(SAMPLERS)}",
+            f"{name!r} is unknown; choose from {sorted(SAMPLERS)}",
         )
     try:
         return cls.from_config(config)

@@ -26,7 +26,7 @@ def check_max_tokens(max_tokens):
     ):
         raise GenerationError(
             "max_tokens",
-            f"max_tokens must be an integer in [0, {MAX_TOKENS_LIMIT}], got "
+            f"must be an integer in [0, {MAX_TOKENS_LIMIT}], got "
             f"{max_tokens!r}",
         )
     return int(max_tokens)
@@ -42,12 +42,12 @@ def check_num_samples(num_samples, num_prompts):
     ):
         raise GenerationError(
             "num_samples",
-            f"num_samples must be an integer >= 1, got {num_samples!r}",
+            f"must be an integer >= 1, got {num_samples!r}",
         )
     if int(num_samples) * num_prompts > MAX_ROWS:
         raise GenerationError(
             "num_samples",
-            f"{num_prompts} prompt(s) x {num_samples} samples exceed the "
+            f"{num_samples} x {num_prompts} prompt(s) exceeds the "
             f"{MAX_ROWS} continuations of one call",
         )
     return int(num_samples)

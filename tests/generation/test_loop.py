@@ -1,0 +1,204 @@
+"""The compiled generation loop against step-by-step references: the
+greedy chain, the scorer's log-probabilities (plain, with the cache
+pointer, a CBOW context and sentence resets), prompts of different
+lengths in one batch, stop tokens and lengths."""
+
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_rnnlm.cache_pointer import CacheConfig
+from keras_rnnlm.config import ModelConfig
+from keras_rnnlm.data.vocabulary import Vocabulary
+from keras_rnnlm.generation import GenerationLoop
+from keras_rnnlm.generation import GreedySampler
+from keras_rnnlm.generation import RandomSampler
+from keras_rnnlm.generation import TopKSampler
+from keras_rnnlm.generation import prefill_length
+from keras_rnnlm.generation import reset_token_ids
+from keras_rnnlm.models import build_language_model
+from keras_rnnlm.scoring.scorer import Scorer
+
+V = 24
+VOCAB = Vocabulary(["<eos>", "<unk>", ".", *(f"w{i}" for i in range(V - 3))])
+PROMPTS = ["w3 w4 w5 w6 w7", "", "w8 w9", "w1 w2 w3 w4 w5 w6 w7 w8 w9 w10"]
+
+
+def _scorer(context=None, sentence_reset=None, seed=1, init_range=0.6):
+    cfg = ModelConfig(
+        embedding_dim=6,
+        hidden_sizes=[8, 8],
+        init_range=init_range,
+        context=context,
+    )
+    model = build_language_model(cfg, V, None, stateful=False, seed=seed)
+    return Scorer(model, VOCAB, sentence_reset=sentence_reset)
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    return _scorer()
+
+
+def _inputs(scorer, texts):
+    bos = scorer.begin().last_token
+    return [[bos, *scorer.encode(t)[1].tolist()] for t in texts]
+
+
+def _run(scorer, texts, sampler, max_tokens=8, seed=3, stop_id=-1,
+         cache=None):  # fmt: skip
+    loop = GenerationLoop(
+        scorer.inference, reset_token_ids(VOCAB, scorer.sentence_reset)
+    )
+    return loop(_inputs(scorer, texts), sampler, max_tokens, seed, stop_id,
+                cache)  # fmt: skip
+
+
+def _log_softmax(logits):
+    logits = np.asarray(logits, np.float64)
+    top = logits.max(-1, keepdims=True)
+    return logits - top - np.log(np.exp(logits - top).sum(-1, keepdims=True))
+
+
+def test_greedy_is_the_argmax_chain_of_the_whole_sequence(scorer):
+    """Each greedy token is the argmax of the model run over the whole
+    sequence so far from the initial state (a separate forward pass per
+    step), with that token's log-probability."""
+    out = _run(scorer, PROMPTS, GreedySampler(), max_tokens=6)
+    inference = scorer.inference
+    for inputs, row_ids, row_lp in zip(
+        _inputs(scorer, PROMPTS), out["token_ids"], out["log_probs"]
+    ):
+        seq = list(inputs)
+        for token, lp in zip(row_ids, row_lp):
+            logits, _ = inference(np.array([seq]), inference.initial_states(1))
+            ref = _log_softmax(ops.convert_to_numpy(logits)[0, -1])
+            assert token == ref.argmax()
+            assert abs(lp - ref[token]) < 1e-4
+            seq.append(int(token))
+    assert (out["num_tokens"] == 6).all() and not out["stopped"].any()
+
+
+@pytest.mark.parametrize(
+    "sampler", [GreedySampler(), RandomSampler(), TopKSampler(4)]
+)
+def test_a_row_is_the_same_among_rows_of_other_lengths(scorer, sampler):
+    """No padding reaches a row's state, and a row's noise is its own
+    (keyed by ``(seed, position, row)``): each prompt's continuation at
+    row ``r`` is the same among the other prompts as among ``r`` empty
+    prompts (other lengths, another batch size)."""
+    batch = _run(scorer, PROMPTS, sampler)
+    for row in range(len(PROMPTS)):
+        other = _run(scorer, [""] * row + [PROMPTS[row]], sampler)
+        np.testing.assert_array_equal(
+            other["token_ids"][row], batch["token_ids"][row]
+        )
+        np.testing.assert_allclose(
+            other["log_probs"][row], batch["log_probs"][row], atol=1e-5
+        )
+
+
+def _continuations(out):
+    return [
+        " ".join(VOCAB.decode(ids[:n])) for ids, n in zip(
+            out["token_ids"], out["num_tokens"]
+        )
+    ]  # fmt: skip
+
+
+def test_log_probs_are_the_scorers(scorer):
+    """The log-probability recorded with each sampled token is the one
+    the batched scorer gives the continuation after the prompt."""
+    out = _run(scorer, PROMPTS, RandomSampler(0.9), max_tokens=7)
+    texts = [f"{p} {c}" for p, c in zip(PROMPTS, _continuations(out))]
+    for r, lp, n in zip(
+        scorer.score_sentences(texts, bos=True, eos=False),
+        out["log_probs"],
+        out["num_tokens"],
+    ):
+        np.testing.assert_allclose(lp[:n], r.ln_probs[-n:], atol=1e-4)
+
+
+def test_same_seed_same_tokens_other_seed_other_tokens(scorer):
+    sampler = RandomSampler(1.5)
+    a = _run(scorer, PROMPTS, sampler, max_tokens=12, seed=5)
+    b = _run(scorer, PROMPTS, sampler, max_tokens=12, seed=5)
+    c = _run(scorer, PROMPTS, sampler, max_tokens=12, seed=6)
+    np.testing.assert_array_equal(a["token_ids"], b["token_ids"])
+    assert not np.array_equal(a["token_ids"], c["token_ids"])
+    assert ((a["token_ids"] >= 0) & (a["token_ids"] < V)).all()
+
+
+def test_a_row_ends_at_the_stop_token_or_after_max_tokens(scorer):
+    stop = VOCAB.token_to_id("w3")
+    out = _run(scorer, PROMPTS * 8, RandomSampler(2.0), 10, 1, stop)
+    ids, num, stopped = out["token_ids"], out["num_tokens"], out["stopped"]
+    assert stopped.any() and not stopped.all()
+    for row in range(len(ids)):
+        assert stop not in ids[row, : num[row]]
+        assert (ids[row, num[row] :] == -1).all()
+        assert num[row] == 10 or stopped[row]
+        assert (out["log_probs"][row, num[row] :] == 0).all()
+
+
+def test_max_tokens_zero_is_an_empty_continuation(scorer):
+    out = _run(scorer, PROMPTS, RandomSampler(), max_tokens=0)
+    assert out["token_ids"].shape == (len(PROMPTS), 0)
+    assert (out["num_tokens"] == 0).all() and not out["stopped"].any()
+
+
+def test_with_a_cache_the_log_probs_are_the_cached_scorers(scorer):
+    """The cache's memory is carried through the loop as the scorer
+    carries it through a document: a window smaller than prompt and
+    continuation, the prompt's keys in the memory first."""
+    cache = CacheConfig(window=5, theta=2.0, lam=0.4)
+    out = _run(scorer, PROMPTS, RandomSampler(), 9, cache=cache)
+    plain = _run(scorer, PROMPTS, RandomSampler(), 9)
+    assert not np.allclose(out["log_probs"], plain["log_probs"], atol=1e-3)
+    for prompt, text, lp, n in zip(
+        PROMPTS, _continuations(out), out["log_probs"], out["num_tokens"]
+    ):
+        (r,) = scorer.score_document([f"{prompt} {text}"], cache, eos=False)
+        np.testing.assert_allclose(lp[:n], r.ln_probs[-n:], atol=1e-4)
+
+
+def test_a_cbow_context_is_carried():
+    scorer = _scorer(context={"weighting": "positional", "window": 4})
+    assert "token_ids" in scorer.inference.state_kinds
+    out = _run(scorer, PROMPTS, RandomSampler(), 9)
+    texts = [f"{p} {c}" for p, c in zip(PROMPTS, _continuations(out))]
+    for r, lp, n in zip(
+        scorer.score_sentences(texts, eos=False),
+        out["log_probs"],
+        out["num_tokens"],
+    ):
+        np.testing.assert_allclose(lp[:n], r.ln_probs[-n:], atol=1e-4)
+
+
+def test_a_sentence_level_model_resets_before_each_sentence():
+    """The recurrent states restart before every input that starts a
+    sentence, in the prompt and in the continuation, as in the scorer's
+    streaming (the CBOW context carries on)."""
+    context = {"weighting": "uniform", "window": 3}
+    scorer = _scorer(context=context, sentence_reset="line")
+    prompts = ["w3 w4 <eos> w5 w6 <eos> w7", "w9 <eos>", "w3"]
+    out = _run(scorer, prompts, RandomSampler(1.5), 30, seed=2)
+    eos = VOCAB.eos_id
+    assert (out["token_ids"] == eos).any()  # resets in the continuations
+    texts = [f"{p} {c}" for p, c in zip(prompts, _continuations(out))]
+    for scoring in (scorer, _scorer(context=context)):
+        same = []
+        for text, lp, n in zip(texts, out["log_probs"], out["num_tokens"]):
+            _, r = scoring.continue_(scoring.begin(), text)
+            same.append(np.allclose(lp[:n], r.ln_probs[-n:], atol=1e-4))
+        # equal to the resetting scorer's only
+        assert all(same) == (scoring is scorer)
+
+
+def test_the_prefill_stops_before_the_first_reset_after_the_start():
+    ids = np.array([[0, 4, 5, 0, 6], [0, 7, 8, 9, 2]], np.int32)
+    lengths = np.array([5, 4], np.int32)
+    assert int(prefill_length(ids, lengths)) == 4
+    assert int(prefill_length(ids, lengths, [0])) == 3  # the <eos> at 3
+    assert int(prefill_length(ids, lengths, [0, 2])) == 3  # 2 is padding
+    assert int(prefill_length(ids, np.array([1, 4]), [0])) == 1
