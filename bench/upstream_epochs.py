@@ -1,43 +1,115 @@
-"""Whole epochs through the trainer, beside the original awd-lstm-lm.
+"""Training through the trainer, beside the original awd-lstm-lm.
 
+    python -m bench.upstream_epochs --preset cpu --threads 1 \\
+        --warmup 20 --batches 100 --backend tensorflow jax --repeats 2
+    python -m bench.upstream_epochs --preset cpu --threads 2 --isa avx2 \\
+        --warmup 20 --batches 100
     python -m bench.upstream_epochs --preset paper --budget 300
-    python -m bench.upstream_epochs --preset cpu --budget 900 --threads 2
+    python -m bench.upstream_epochs --isa avx2 --check-isa
+    python -m bench.upstream_epochs --preset cpu --warmup 2 --batches 3 \\
+        --no-record                     # a functional check
 
-Runs ``keras-rnnlm train recipes/awd_lstm_ptb.py --preset P`` exactly as a
-user does (variable BPTT, callbacks, checkpoints, validation every epoch)
-and then salesforce/awd-lstm-lm's ``main.py`` (from a temporary copy of
-``--reference``) with the same hyperparameters, each for ``--budget``
-seconds of wall time, ``--repeats`` times, alternating. Reads back, for
-each epoch, when it ended (the trainer: the moment its ``log.csv`` row
-appeared, validation included; upstream: the epoch time it prints, which
-includes its validation) and the validation perplexity. Appends records
-to ``bench/results/upstream_epochs.jsonl``: seconds per epoch (median
-over the epochs after the first), the seconds to the end of the first
-epoch (start-up and compilation included), and the validation perplexity
-at the last epoch both reached. ``--set`` overrides go to the trainer
-only (say so in the record's note when the runs differ).
+Runs ``keras-rnnlm train recipes/awd_lstm_ptb.py --preset P`` as a user
+does (``python -m keras_rnnlm.cli train``: variable BPTT, every callback,
+checkpoints, validation; only ``train.verbose=0`` and
+``train.timing_log=true`` set) and salesforce/awd-lstm-lm's ``main.py``
+with the same hyperparameters, from a temporary copy of ``--reference``
+(its README's command; ``--threads N`` sets ``torch.set_num_threads``),
+each in a fresh process, ``--repeats`` times, interleaved (each backend
+of ``--backend``, then upstream, then again). Two measures:
+
+* ``--warmup W --batches N``: tokens/s after the warm-up, both sides by
+  one rule: the tokens of batches W+1 .. W+N of the first epoch over the
+  time from the end of batch W to the end of batch W+N, each batch's
+  tokens counted exactly (rows x its window's length). The trainer's
+  batch ends come from its own ``timing.csv`` (``train.timing_log``:
+  written after each batch's loss is read back, every callback's batch
+  work included); upstream's from its timing flags (``--time_warmup W
+  --time_batches N --time_out FILE``, which end the process). The
+  trainer is killed once it has written batch W+N. Records
+  ``awd_lstm_ptb_P[_jax]_train`` (tok/s; ``_jax``: the trainer on JAX)
+  and ``..._train_peak_rss`` (MB: each process's own peak resident
+  memory, from ``wait4``, read for the killed trainer too).
+* ``--budget S`` alone: whole epochs for S seconds a run: seconds an
+  epoch with validation (the trainer: between the ``epoch_end`` rows of
+  ``timing.csv``, written after validation and checkpoints; upstream:
+  the epoch time it prints, which includes its validation), the median
+  over the epochs after the first; the end of the first epoch from the
+  start (start-up and compilation included); the validation perplexity
+  at the last epoch both reached. Records ``..._train_epoch_s``,
+  ``..._first_epoch_end`` and ``..._val_ppl_epochK``. (With
+  ``--batches``, ``--budget`` is the most a run may take before it is
+  abandoned.)
+
+Variable BPTT and compilation: the trainer compiles its step once a
+window length (JAX jits the step a shape; the recurrent loops are XLA
+programs on TensorFlow too). The data pipeline of the PTB presets, with
+their defaults (``data.bptt_max_delta`` 40; ``cpu``:
+``data.bptt_multiple`` 5), draws 10-12 distinct lengths an epoch for
+``cpu`` (bptt 35; 14 over the first five epochs; 7-8 in an epoch's first
+120 batches, 5-6 in its first 20) and 44-49 for ``paper`` (bptt 70,
+exact lengths; 59 over five epochs; 27-29 in the first 120 batches,
+11-14 in the first 20). So batches W+1 .. W+N can hold compilations:
+the tok/s record counts them (``keras_new_length_batches``: timed
+batches whose length no batch before them had) and gives the rate
+without them (``keras_tok_s_seen_lengths``).
+
+``--isa avx2`` caps both sides' libraries at AVX2
+(:mod:`bench.harness.isa`: ``ONEDNN_MAX_CPU_ISA=AVX2``,
+``XLA_FLAGS=--xla_cpu_max_isa=AVX2``, ``ATEN_CPU_CAPABILITY=avx2``,
+``MKL_ENABLE_INSTRUCTIONS=AVX2``); ``--isa default`` (the default)
+clears them. The records' ``isa_cap`` names the knobs, so a capped run
+is a CPU class of its own. ``--check-isa`` prints what each library
+then runs and exits. On the AMD EPYC (AVX-512, 2 cores) with TF 2.21,
+jaxlib 0.10.2 and torch 2.13 the knobs were checked to take effect:
+oneDNN reports ``Intel AVX2`` (uncapped ``Intel AVX-512 with Intel DL
+Boost and bfloat16 support``); the code XLA generates has no AVX-512
+register (802 instructions with them uncapped, in both TensorFlow's
+and JAX's XLA; the upper ``ymm16-31`` and mask registers of AVX-512VL,
+since XLA prefers 256-bit vectors); torch's capability reads ``AVX2``.
+Not reached: on JAX the matrix products run in YNNPACK, which picks its
+kernels from the CPU (``perf`` shows ``ynn::dot_fp32_..._avx512`` with
+the cap too), so a capped JAX run is capped only outside its products;
+MKL runs its AVX2 "zen" kernels (``mkl_blas_def_sgemm_kernel_0_zen``)
+on this AMD CPU with or without the cap, so torch's products are AVX2
+either way here; Eigen's kernels (in TensorFlow and XLA) are what the
+wheels were built for.
+
+Threads: ``--threads N`` sets TensorFlow's pools, OpenMP's, JAX's XLA
+pool (``PJRT_NPROC``) and upstream's ``--threads`` (0: every default).
+``--set`` overrides go to the trainer only.
 """
 
 import csv
+import json
 import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 from bench.harness import ROOT
+from bench.harness.isa import ISA_SETTINGS
+from bench.harness.isa import check_isa
+from bench.harness.isa import isa_env
+from bench.harness.options import PTB_TRAIN_TOKENS
 from bench.harness.options import add_output_arguments
 from bench.harness.options import bench_parser
+from bench.harness.processes import interleave
 from bench.harness.processes import thread_env
+from bench.harness.processes import watch
 from bench.harness.records import record
 from bench.harness.records import record_fields
 from bench.harness.records import write_records
+from keras_rnnlm.callbacks.timing import read_timing_log
+from keras_rnnlm.runs import LOG_FILE
+from keras_rnnlm.runs import TIMING_FILE
 
 MODULE = "bench.upstream_epochs"
 REFERENCE_NAME = "salesforce/awd-lstm-lm (main.py, PyTorch)"
+BACKENDS = ("tensorflow", "jax")
 
 #: main.py's flags for each preset of recipes/awd_lstm_ptb.py (its
 #: README's PTB command; the ``cpu`` shape of the reference README).
@@ -47,15 +119,40 @@ UPSTREAM_FLAGS = {
     "--lr 30 --clip 0.25 --dropout 0.4 --dropouth 0.25 --dropouti 0.4 "
     "--dropoute 0.1 --wdrop 0.5 --seed 141",
 }
-_EPOCH_LINE = re.compile(
-    r"end of epoch\s+(\d+) \| time:\s*([\d.]+)s .*valid ppl\s+([\d.]+)"
-)
+#: Rows of the preset's training batch (tokens of a batch: rows x length).
+BATCH_ROWS = 20
 
 
 def parser():
     p = bench_parser(MODULE, __doc__)
     p.add_argument("--preset", choices=sorted(UPSTREAM_FLAGS), default="cpu")
-    p.add_argument("--budget", type=float, default=600, help="seconds a run")
+    p.add_argument(
+        "--backend",
+        nargs="+",
+        choices=BACKENDS,
+        default=["tensorflow"],
+        help="the trainer's Keras backend(s) (KERAS_BACKEND)",
+    )
+    p.add_argument("--isa", choices=sorted(ISA_SETTINGS), default="default")
+    p.add_argument(
+        "--check-isa",
+        action="store_true",
+        help="print what each library runs under --isa, and exit",
+    )
+    p.add_argument("--warmup", type=int, default=20, help="untimed batches")
+    p.add_argument(
+        "--batches",
+        type=int,
+        default=0,
+        help="timed batches (tokens/s mode); 0: whole epochs for --budget s",
+    )
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds a run (epochs; default 600) or the most a tokens/s "
+        "run may take (default 1800)",
+    )
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--threads", type=int, default=0, help="0: defaults")
     p.add_argument(
@@ -75,18 +172,24 @@ def parser():
     return p
 
 
-def _log_rows(path):
-    try:
-        with open(path) as f:
-            return list(csv.DictReader(f))
-    except OSError:
-        return []
+def child_env(threads, isa, data, backend=None, environ=None):
+    """The environment of a child: ``environ`` (default this process's)
+    with the ISA knobs of ``isa`` (:func:`~bench.harness.isa.isa_env`),
+    the thread settings of ``threads``
+    (:func:`~bench.harness.processes.thread_env`), the corpus root and,
+    for the trainer, ``KERAS_BACKEND``."""
+    env = thread_env(threads, base=isa_env(isa, environ), KERAS_RNNLM_DATA=data)
+    if backend:
+        env["KERAS_BACKEND"] = backend
+    return env
 
 
-def run_keras(args, work):
-    """The trainer for ``args.budget`` s: [(epoch, end_s, val_ppl)]."""
-    out = os.path.join(work, "run")
-    cmd = [
+# -- the runs ------------------------------------------------------------------
+
+
+def keras_command(args, out):
+    """The trainer's command line, as a user runs it."""
+    return [
         sys.executable,
         "-m",
         "keras_rnnlm.cli",
@@ -99,174 +202,412 @@ def run_keras(args, work):
         "--no-resume",
         "--set",
         "train.verbose=0",
+        "--set",
+        "train.timing_log=true",
         *[x for s in args.sets for x in ("--set", s)],
     ]
-    env = {
-        **os.environ,
-        **thread_env(args.threads),
-        "KERAS_RNNLM_DATA": args.data,
-    }
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
-    seen = []
-    while time.monotonic() - start < args.budget and proc.poll() is None:
-        time.sleep(0.5)
-        rows = _log_rows(os.path.join(out, "log.csv"))
-        for row in rows[len(seen) :]:
-            seen.append(
-                (
-                    int(row["epoch"]) + 1,
-                    time.monotonic() - start,
-                    float(row["val_ppl"]),
-                )
-            )
-    proc.kill()
-    proc.wait()
-    return seen
 
 
-def run_upstream(args, work):
-    """main.py for ``args.budget`` s: [(epoch, epoch_s, val_ppl)]."""
-    ref = os.path.join(work, "ref")
-    shutil.copytree(args.reference, ref)
+def upstream_command(args, ref, work):
+    """main.py's command line (run in ``ref``, the reference's copy)."""
     cmd = [
         sys.executable,
         "main.py",
         "--data",
-        os.path.join(args.data, "ptb"),
-        "--epochs",
-        "1000",
+        os.path.join(os.path.abspath(args.data), "ptb"),
         "--save",
         os.path.join(work, "ref.pt"),
         *UPSTREAM_FLAGS[args.preset].split(),
     ]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
+    if args.batches:
+        return cmd + [
+            "--epochs",
+            "1",
+            "--time_warmup",
+            str(args.warmup),
+            "--time_batches",
+            str(args.batches),
+            "--time_out",
+            os.path.join(work, "timing.json"),
+        ]
+    return cmd + ["--epochs", "1000"]
+
+
+def first_epoch_batches(rows):
+    """The ``batch`` rows of the first epoch of a ``timing.csv``."""
+    return [r for r in rows if r["event"] == "batch" and r["epoch"] == 0]
+
+
+def run_keras(args, backend, work):
+    """One trainer run on ``backend``: its batch and epoch-end rows, its
+    log.csv rows, start time, peak RSS and exit."""
+    out = os.path.join(work, "run")
+    timing = os.path.join(out, TIMING_FILE)
+    want = args.warmup + args.batches
+
+    def done():
+        rows = read_timing_log(timing) if args.batches else []
+        return args.batches and len(first_epoch_batches(rows)) >= want
+
+    start = time.time()
+    proc = watch(
+        keras_command(args, out),
+        child_env(args.threads, args.isa, args.data, backend),
+        done,
+        args.budget,
+        log=os.path.join(work, "keras.log"),
+    )
+    run = {**proc, "start": start, "rows": read_timing_log(timing)}
+    run["epochs"] = _log_rows(os.path.join(out, LOG_FILE))
+    return _checked(run, work, "keras.log")
+
+
+def run_upstream(args, ref, work):
+    """One main.py run: its timing file (tokens/s mode) or printed epoch
+    lines (epochs), peak RSS and exit."""
+    log = os.path.join(work, "upstream.log")
+    proc = watch(
+        upstream_command(args, ref, work),
+        child_env(args.threads, args.isa, args.data),
+        lambda: False,
+        args.budget,
+        cwd=ref,
+        log=log,
+    )
+    run = {**proc}
+    path = os.path.join(work, "timing.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            run["timing"] = json.load(f)
+    with open(log) as f:
+        run["epochs"] = [
+            {"epoch": int(e), "seconds": float(s), "val_ppl": float(p)}
+            for e, s, p in _EPOCH_LINE.findall(f.read())
+        ]
+    return _checked(run, work, "upstream.log")
+
+
+_EPOCH_LINE = re.compile(
+    r"end of epoch\s+(\d+) \| time:\s*([\d.]+)s .*valid ppl\s+([\d.]+)"
+)
+
+
+def _log_rows(path):
     try:
-        text = subprocess.run(
-            cmd,
-            cwd=ref,
-            capture_output=True,
-            text=True,
-            timeout=args.budget,
-        ).stdout
-    except subprocess.TimeoutExpired as e:
-        text = (e.stdout or b"").decode(errors="replace")
-    return [
-        (int(e), float(s), float(p)) for e, s, p in _EPOCH_LINE.findall(text)
-    ]
+        with open(path) as f:
+            return list(csv.DictReader(f))
+    except OSError:
+        return []
 
 
-def epoch_seconds(epochs, cumulative):
-    """Seconds of each epoch (``cumulative``: end times since start)."""
-    if not cumulative:
-        return [s for _, s, _ in epochs]
-    ends = [0.0] + [s for _, s, _ in epochs]
-    return [b - a for a, b in zip(ends, ends[1:])]
+def _checked(run, work, log):
+    """``run``, with the tail of its log printed when it failed."""
+    if run["returncode"] != 0 and not run["killed"]:
+        with open(os.path.join(work, log)) as f:
+            tail = f.read()[-3000:]
+        print(f"run failed (exit {run['returncode']}):\n{tail}")
+    return run
 
 
-def summarise(runs):
-    """Median steady epoch seconds, first-epoch end, and the epochs."""
-    steady = [s for r in runs for s in r["seconds"][1:]]
+# -- the figures ---------------------------------------------------------------
+
+
+def span_rate(times, tokens, warmup, batches):
+    """``(tokens/s, tokens, seconds)`` of batches ``warmup`` + 1 ..
+    ``warmup + batches`` (1-based) of end times ``times`` and ``tokens``:
+    their tokens over the time from the end of batch ``warmup`` to the
+    end of the last; None when fewer batches ended."""
+    if warmup < 1 or len(times) < warmup + batches:
+        return None
+    seconds = times[warmup + batches - 1] - times[warmup - 1]
+    n = sum(tokens[warmup : warmup + batches])
+    return n / seconds, n, seconds
+
+
+def keras_rate(run, warmup, batches):
+    """The trainer run's tokens/s after the warm-up (:func:`span_rate`),
+    its timed batches of a window length new to the run
+    (``new_length_batches``: compilations), the rate without them
+    (``tok_s_seen_lengths``), the end of its first batch from the start
+    (``first_batch_s``) and its peak RSS; None when it did not get there."""
+    rows = first_epoch_batches(run["rows"])[: warmup + batches]
+    times = [r["time"] for r in rows]
+    tokens = [r["tokens"] for r in rows]
+    got = span_rate(times, tokens, warmup, batches)
+    if got is None:
+        return None
+    rate, n, seconds = got
+    timed = range(warmup, warmup + batches)
+    new = [k for k in timed if tokens[k] not in tokens[:k]]
+    new_s = sum(times[k] - times[k - 1] for k in new)
+    new_tokens = sum(tokens[k] for k in new)
     return {
-        "epoch_s": statistics.median(steady) if steady else None,
-        "first_epoch_end_s": statistics.median(
-            [r["first"] for r in runs if r["first"] is not None] or [0.0]
-        ),
-        "val_ppl": [p for _, _, p in runs[0]["epochs"]] if runs else [],
+        "tok_s": rate,
+        "tokens": n,
+        "new_length_batches": len(new),
+        "tok_s_seen_lengths": (n - new_tokens) / (seconds - new_s),
+        "first_batch_s": times[0] - run["start"],
+        "rss_mb": run["rss_mb"],
     }
 
 
-def make_records(args, got):
-    keras, ref = got.get("keras"), got.get("upstream")
-    name = f"awd_lstm_ptb_{args.preset}"
-    both = (
-        min(len(keras["val_ppl"]), len(ref["val_ppl"]))
-        if (keras and ref)
-        else 0
+def upstream_rate(run):
+    """Upstream's tokens/s after the warm-up from its timing file (its
+    batch times and tokens; the same rule as :func:`span_rate`), and its
+    peak RSS; None without the file."""
+    timing = run.get("timing")
+    if not timing:
+        return None
+    seconds, tokens = sum(timing["batch_s"]), sum(timing["batch_tokens"])
+    return {
+        "tok_s": tokens / seconds,
+        "tokens": tokens,
+        "rss_mb": run["rss_mb"],
+    }
+
+
+def keras_epochs(run):
+    """``(seconds of each epoch, validation perplexities)`` of a trainer
+    run: the time between its ``epoch_end`` rows (the first from the
+    start) and its log.csv."""
+    ends = [
+        r["time"] - run["start"]
+        for r in run["rows"]
+        if r["event"] == "epoch_end"
+    ]
+    seconds = [b - a for a, b in zip([0.0] + ends, ends)]
+    return seconds, [float(r["val_ppl"]) for r in run["epochs"]]
+
+
+def upstream_epochs(run):
+    """``(seconds of each epoch, validation perplexities)`` as main.py
+    printed them."""
+    return (
+        [e["seconds"] for e in run["epochs"]],
+        [e["val_ppl"] for e in run["epochs"]],
     )
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _stem(args, backend):
+    suffix = "" if backend == "tensorflow" else f"_{backend}"
+    return f"awd_lstm_ptb_{args.preset}{suffix}"
+
+
+def rate_records(args, samples):
+    """The tokens/s and peak-RSS records of each backend against
+    upstream."""
+    ref = [upstream_rate(r) for r in samples.get("upstream", [])]
+    ref_tok = _median(r and r["tok_s"] for r in ref)
+    ref_rss = _median(r and r["rss_mb"] for r in ref)
     out = []
-    if keras and keras["epoch_s"] is not None:
+    for backend in args.backend:
+        got = [
+            keras_rate(r, args.warmup, args.batches)
+            for r in samples.get(backend, [])
+        ]
+        ok = [g for g in got if g]
+        if not ok:
+            print(
+                f"{backend}: no run reached batch {args.warmup + args.batches}"
+            )
+            continue
+        stem, tok = _stem(args, backend), _median(g["tok_s"] for g in ok)
+        each = {k: [g and round(g[k], 2) for g in got] for k in ok[0]}
         out.append(
             record(
                 "throughput",
-                f"{name}_train_epoch_s",
+                f"{stem}_train",
                 "keras",
-                keras["epoch_s"],
-                "s/epoch",
-                ref and ref["epoch_s"],
+                tok,
+                "tok/s",
+                ref_tok,
                 REFERENCE_NAME,
-                digits=2,
-                lower_is_better=True,
+                backend=backend,
+                warmup=args.warmup,
+                batches=args.batches,
+                keras_tok_s=each["tok_s"],
+                reference_tok_s=[r and round(r["tok_s"], 1) for r in ref],
+                keras_tok_s_seen_lengths=each["tok_s_seen_lengths"],
+                keras_new_length_batches=each["new_length_batches"],
+                keras_first_batch_s=each["first_batch_s"],
+                keras_tokens=each["tokens"],
+                reference_tokens=[r and r["tokens"] for r in ref],
+                est_train_s_per_epoch=round(PTB_TRAIN_TOKENS / tok),
+                isa_setting=args.isa,
             )
         )
-    if keras:
         out.append(
             record(
-                "latency",
-                f"{name}_first_epoch_end",
+                "memory",
+                f"{stem}_train_peak_rss",
                 "keras",
-                keras["first_epoch_end_s"],
-                "s",
-                digits=1,
-                reference_name=None,
-                epochs_in_budget=len(keras["val_ppl"]),
-            )
-        )
-    if both:
-        out.append(
-            record(
-                "quality",
-                f"{name}_val_ppl_epoch{both}",
-                "keras",
-                keras["val_ppl"][both - 1],
-                "ppl",
-                ref["val_ppl"][both - 1],
+                _median(g["rss_mb"] for g in ok),
+                "MB",
+                ref_rss,
                 REFERENCE_NAME,
-                digits=2,
+                digits=0,
                 lower_is_better=True,
-                keras_val_ppl=keras["val_ppl"],
-                reference_val_ppl=ref["val_ppl"],
+                backend=backend,
+                keras_rss_mb=each["rss_mb"],
+                reference_rss_mb=[r and round(r["rss_mb"]) for r in ref],
+                note=RSS_NOTE,
             )
         )
     return out
 
 
-def main(argv=None):
-    args = parser().parse_args(argv)
-    runs = {impl: [] for impl in args.impls}
-    for _ in range(args.repeats):
-        for impl in args.impls:
-            with tempfile.TemporaryDirectory() as work:
-                epochs = (run_keras if impl == "keras" else run_upstream)(
-                    args, work
+RSS_NOTE = (
+    "peak resident memory of each process itself (wait4): the trainer "
+    "killed after its timed batches, upstream at its exit after them"
+)
+
+
+def epoch_records(args, samples):
+    """Seconds an epoch, the first epoch's end and the validation
+    perplexity of each backend against upstream."""
+    ref_runs = [upstream_epochs(r) for r in samples.get("upstream", [])]
+    ref_s = _median(s for secs, _ in ref_runs for s in secs[1:])
+    ref_ppl = ref_runs[0][1] if ref_runs else []
+    out = []
+    for backend in args.backend:
+        runs = [keras_epochs(r) for r in samples.get(backend, [])]
+        stem = _stem(args, backend)
+        steady = _median(s for secs, _ in runs for s in secs[1:])
+        firsts = [secs[0] for secs, _ in runs if secs]
+        ppl = runs[0][1] if runs else []
+        both = min(len(ppl), len(ref_ppl))
+        each = {"backend": backend, "isa_setting": args.isa}
+        if steady is not None:
+            out.append(
+                record(
+                    "throughput",
+                    f"{stem}_train_epoch_s",
+                    "keras",
+                    steady,
+                    "s/epoch",
+                    ref_s,
+                    REFERENCE_NAME,
+                    digits=2,
+                    lower_is_better=True,
+                    keras_epoch_s=[
+                        [round(s, 2) for s in secs] for secs, _ in runs
+                    ],
+                    reference_epoch_s=[secs for secs, _ in ref_runs],
+                    **each,
                 )
-            runs[impl].append(
-                {
-                    "epochs": epochs,
-                    "seconds": epoch_seconds(epochs, impl == "keras"),
-                    "first": epochs[0][1]
-                    if impl == "keras" and epochs
-                    else None,
-                }
             )
-            print(impl, [(e, round(s, 1), p) for e, s, p in epochs])
-    got = {impl: summarise(r) for impl, r in runs.items()}
-    recs = make_records(args, got)
-    for r in recs:
-        print(r)
-    write_records(
-        args,
-        recs,
-        record_fields(
-            MODULE,
-            argv,
-            threads=args.threads,
-            budget_s=args.budget,
-            repeats=args.repeats,
-            sets=args.sets,
-        ),
+        out.append(
+            record(
+                "latency",
+                f"{stem}_first_epoch_end",
+                "keras",
+                _median(firsts) if firsts else args.budget,
+                "s",
+                digits=1,
+                lower_bound=not firsts,
+                epochs_in_budget=[len(secs) for secs, _ in runs],
+                **each,
+            )
+        )
+        if both:
+            out.append(
+                record(
+                    "quality",
+                    f"{stem}_val_ppl_epoch{both}",
+                    "keras",
+                    ppl[both - 1],
+                    "ppl",
+                    ref_ppl[both - 1],
+                    REFERENCE_NAME,
+                    digits=2,
+                    lower_is_better=True,
+                    keras_val_ppl=ppl,
+                    reference_val_ppl=ref_ppl,
+                    **each,
+                )
+            )
+    return out
+
+
+# -- the bench -----------------------------------------------------------------
+
+
+def measure_all(args):
+    """``{key: [run per repeat]}`` of the keys (each backend, then
+    ``upstream``), the repeats interleaved, each run in its own folder
+    and upstream's in one temporary copy of ``--reference``."""
+    keys = [b for b in args.backend if "keras" in args.impls]
+    keys += ["upstream"] if "upstream" in args.impls else []
+    with tempfile.TemporaryDirectory(prefix="upstream_epochs_") as tmp:
+        ref = os.path.join(tmp, "awd-lstm-lm")
+        shutil.copytree(args.reference, ref)
+
+        def measure(key):
+            work = tempfile.mkdtemp(dir=tmp)
+            if key == "upstream":
+                return run_upstream(args, ref, work)
+            return run_keras(args, key, work)
+
+        return interleave(keys, args.repeats, measure, report)
+
+
+def report(rep, key, run):
+    """One line a run: what it got."""
+    if key == "upstream":
+        timing = run.get("timing")
+        what = f"{len(run['epochs'])} epochs"
+        what = f"{timing['tok_s']:.0f} tok/s" if timing else what
+    else:
+        rows = run["rows"]
+        ends = sum(r["event"] == "epoch_end" for r in rows)
+        what = f"{len(first_epoch_batches(rows))} batches, {ends} epoch ends"
+    killed = " (killed)" if run["killed"] else ""
+    print(
+        f"repeat {rep + 1} {key}: {what}, peak RSS {run['rss_mb']:.0f} MB, "
+        f"{run['wall_s']:.0f} s, exit {run['returncode']}{killed}",
+        flush=True,
     )
+
+
+def main(argv=None):
+    p = parser()
+    args = p.parse_args(argv)
+    if args.warmup < 1:
+        p.error("--warmup must be >= 1")
+    if args.budget is None:
+        args.budget = 1800.0 if args.batches else 600.0
+    env = child_env(args.threads, args.isa, args.data)
+    if args.check_isa:
+        frameworks = (
+            "tensorflow",
+            *(["jax"] if "jax" in args.backend else []),
+            "torch",
+        )
+        print(json.dumps(check_isa(env, frameworks), indent=2))
+        return
+    if not os.path.isdir(os.path.join(args.data, "ptb")):
+        p.error(f"no ptb/ in --data {args.data!r} (or $KERAS_RNNLM_DATA)")
+    samples = measure_all(args)
+    recs = (rate_records if args.batches else epoch_records)(args, samples)
+    for r in recs:
+        print(json.dumps(r))
+    fields = record_fields(
+        MODULE,
+        argv,
+        environ=env,
+        threads=args.threads or "default",
+        repeats=args.repeats,
+        budget_s=args.budget,
+        sets=args.sets,
+    )
+    write_records(args, recs, fields)
 
 
 if __name__ == "__main__":

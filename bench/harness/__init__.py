@@ -2,6 +2,8 @@
 
 * :mod:`~bench.harness.machine`: facts of this machine (CPU model, ISA,
   cores, GPU) and of the checkout (git commit);
+* :mod:`~bench.harness.isa`: capping the frameworks' vector ISA in a
+  child's environment (``--isa``), and checking what they then run;
 * :mod:`~bench.harness.records`: the record schema, the fields every
   record of a run shares, appending records to ``bench/results``;
 * :mod:`~bench.harness.options`: the command-line options benches share;

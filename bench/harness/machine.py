@@ -39,7 +39,9 @@ LEVELS = ("baseline", "SSE4.1", "SSE4.2", "AVX", "AVX2", "AVX-512", "AMX")
 #: gives it, how its value maps to a level of :data:`LEVELS`). oneDNN:
 #: ``ONEDNN_MAX_CPU_ISA`` (``DNNL_MAX_CPU_ISA`` its older name; ``ALL``
 #: is no cap); XLA:CPU: ``--xla_cpu_max_isa`` inside ``XLA_FLAGS``;
-#: torch: ``ATEN_CPU_CAPABILITY`` (``default``, ``avx2``, ``avx512``).
+#: torch: ``ATEN_CPU_CAPABILITY`` (``default``, ``avx2``, ``avx512``);
+#: MKL (torch's matrix products): ``MKL_ENABLE_INSTRUCTIONS``. How a bench
+#: sets them: :mod:`bench.harness.isa`.
 _ONEDNN_LEVELS = (
     (r"SSE41", "SSE4.1"),
     (r"AVX2.*", "AVX2"),
@@ -60,11 +62,18 @@ _ATEN_LEVELS = (
     (r"avx2", "AVX2"),
     (r"avx512.*", "AVX-512"),
 )
+_MKL_LEVELS = (
+    (r"SSE4_2", "SSE4.2"),
+    (r"AVX", "AVX"),
+    (r"AVX2(_E\d+)?", "AVX2"),
+    (r"AVX512(_E\d+)?|AVX10.*", "AVX-512"),
+)
 ISA_KNOBS = (
     ("ONEDNN_MAX_CPU_ISA", "ONEDNN_MAX_CPU_ISA", _ONEDNN_LEVELS),
     ("DNNL_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", _ONEDNN_LEVELS),
     ("XLA_FLAGS", "xla_cpu_max_isa", _XLA_LEVELS),
     ("ATEN_CPU_CAPABILITY", "ATEN_CPU_CAPABILITY", _ATEN_LEVELS),
+    ("MKL_ENABLE_INSTRUCTIONS", "MKL_ENABLE_INSTRUCTIONS", _MKL_LEVELS),
 )
 #: Values of the knobs that lift no limit and set none.
 _NO_CAP = {"", "ALL", "DEFAULT_ISA"}
@@ -75,6 +84,7 @@ THREAD_VARIABLES = (
     "TF_NUM_INTEROP_THREADS",
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
+    "PJRT_NPROC",
 )
 
 #: The libraries whose versions a record carries: name and the
@@ -194,28 +204,31 @@ def thread_settings(argv=None, environ=None):
     return "default"
 
 
-def cpu_facts():
+def cpu_facts(environ=None):
     """This machine's CPU as a record gives it: ``cpu_model``, ``isa``
     (the extensions of :data:`keras_rnnlm._environment.ISA_FLAGS` it
-    has), ``isa_cap`` (only when capped: :func:`isa_cap`) and
-    ``cores``, from :func:`keras_rnnlm._environment.cpu`."""
+    has), ``isa_cap`` (only when capped: :func:`isa_cap` of ``environ``,
+    default this process's environment; a bench whose children run with
+    other knobs gives theirs) and ``cores``, from
+    :func:`keras_rnnlm._environment.cpu`."""
     # Loads keras_rnnlm (and so TensorFlow) on use: make_results, which
     # only reads records (device_class), stays free of it.
     from keras_rnnlm._environment import cpu
 
     facts = cpu()
     out = {"cpu_model": facts["model"], "isa": list(facts["isa"])}
-    cap = isa_cap(facts["isa"])
+    cap = isa_cap(facts["isa"], environ)
     if cap:
         out["isa_cap"] = cap
     out["cores"] = facts["cores"]
     return out
 
 
-def machine():
+def machine(environ=None):
     """This machine's CPU in words: ``CPU <model>, <ISA>, <n> cores``
-    (the ISA as :func:`isa_label` gives it)."""
-    return device_class({"device": "CPU", **cpu_facts()})
+    (the ISA as :func:`isa_label` gives it, capped as ``environ`` caps
+    it: :func:`cpu_facts`)."""
+    return device_class({"device": "CPU", **cpu_facts(environ)})
 
 
 def git_commit():

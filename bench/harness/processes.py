@@ -3,7 +3,10 @@
 A child is ``python -m MODULE --child JSON`` run from the repository
 root: it calls the bench's ``measure(**params)`` and prints one JSON
 object, with its peak RSS (:func:`child_main`). Each child gets its
-thread settings from the environment (:func:`thread_env`).
+thread settings from the environment (:func:`thread_env`). A command
+that is not a bench child (a training run, a reference program) runs
+under :func:`watch`: until a condition, its exit or a time budget, with
+its peak RSS read back.
 """
 
 import json
@@ -22,20 +25,23 @@ _IMPORT_RSS = {}
 # -- threads -----------------------------------------------------------------
 
 
-def thread_env(threads, interop=0, **extra):
-    """The environment of a child process: for ``threads`` > 0,
+def thread_env(threads, interop=0, base=None, **extra):
+    """The environment of a child process (``base``, default this
+    process's, with changes): for ``threads`` > 0,
     TensorFlow's intra-op (``threads``) and inter-op (``interop``,
     default 0: ``threads``, so "1 thread" is one thread and "2 threads"
-    are TensorFlow's own choice on a 2-core machine) pools, OpenMP's, and
-    the values :func:`bench.harness.torch_side.set_torch_threads`
-    applies; ``extra`` variables last."""
-    env = dict(os.environ)
+    are TensorFlow's own choice on a 2-core machine) pools, OpenMP's,
+    XLA:CPU's pool under JAX (``PJRT_NPROC``), and the values
+    :func:`bench.harness.torch_side.set_torch_threads` applies; ``extra``
+    variables last."""
+    env = dict(os.environ if base is None else base)
     if threads:
         interop = interop or threads
         env.update(
             TF_NUM_INTRAOP_THREADS=str(threads),
             TF_NUM_INTEROP_THREADS=str(interop),
             OMP_NUM_THREADS=str(threads),
+            PJRT_NPROC=str(threads),
             BENCH_THREADS=str(threads),
             BENCH_INTEROP_THREADS=str(interop),
         )
@@ -92,6 +98,41 @@ def run_child(module, params, env=None):
     result["wall_s"] = time.perf_counter() - t
     result["load_average"] = os.getloadavg()[0]
     return result
+
+
+def watch(cmd, env, done, budget, cwd=None, log=None, poll=0.5):
+    """Runs ``cmd`` until ``done()`` is true (asked every ``poll`` s),
+    it exits, or ``budget`` s have passed, then kills it (SIGKILL).
+    Returns ``{"returncode", "killed", "wall_s", "rss_mb"}``: the peak RSS
+    of the process itself (``wait4``'s, so a killed process has one too).
+    Its output goes to the file ``log`` (default: nowhere)."""
+    out = open(log, "w") if log else subprocess.DEVNULL
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT
+        )
+        killed = False
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if done() or time.monotonic() - start > budget:
+                proc.kill()
+                killed = True
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(poll)
+    finally:
+        if log:
+            out.close()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return {
+        "returncode": proc.returncode,
+        "killed": killed,
+        "wall_s": time.monotonic() - start,
+        "rss_mb": usage.ru_maxrss / 1024.0,
+    }
 
 
 def child_main(args, measure):

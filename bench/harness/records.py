@@ -69,10 +69,12 @@ def command_line(module, argv=None):
     return f"python -m {module} {' '.join(args)}".strip()
 
 
-def record_fields(module, argv=None, device=None, **extra):
+def record_fields(module, argv=None, device=None, environ=None, **extra):
     """The fields every record of a run shares: ``device`` (default: this
     machine's CPU class), the CPU facts (``cpu_model``, ``isa``,
-    ``isa_cap`` when capped, ``cores``: the host's on a GPU too),
+    ``isa_cap`` when capped, ``cores``: the host's on a GPU too; the cap
+    and the thread variables of ``environ``, the environment the measured
+    processes ran with, default this process's),
     ``threads`` (unless ``extra`` gives it: ``--threads N`` of the
     command, else the environment's, else ``default``), ``thread_env``
     (the thread variables set, if any), ``versions`` (TensorFlow, Keras,
@@ -80,11 +82,12 @@ def record_fields(module, argv=None, device=None, **extra):
     typed), the ``git_commit``, the 1-minute ``load_average``, then
     ``extra``."""
     args = sys.argv[1:] if argv is None else list(argv)
-    env = {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ}
+    environ = os.environ if environ is None else environ
+    env = {k: environ[k] for k in THREAD_VARIABLES if k in environ}
     return {
-        "device": device or machine(),
-        **cpu_facts(),
-        "threads": thread_settings(args),
+        "device": device or machine(environ),
+        **cpu_facts(environ),
+        "threads": thread_settings(args, environ),
         **({"thread_env": env} if env else {}),
         "versions": versions(),
         "date": datetime.date.today().isoformat(),
