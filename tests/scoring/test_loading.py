@@ -1,6 +1,8 @@
 """SavedModelScorer and Scorer: one input contract, equal results
 (the same errors, the same handling of lone surrogates)."""
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck
@@ -102,3 +104,32 @@ def test_random_unicode_and_bytes_score_the_same(scorers, sentences):
     ):
         _assert_equal(a, b)
         assert np.all(np.isfinite(a.ln_probs))
+
+
+def test_a_line_over_the_export_budget_is_scored_in_windows(
+    scorers, tiny_run, tmp_path, capsys
+):
+    """A line longer than the export's token budget (8192) is scored
+    through its initial_state / step signatures, in windows, the state
+    carried: the Scorer's scores; from the CLI too, the other lines
+    scored as well."""
+    from keras_rnnlm.cli import main
+
+    keras_, saved = scorers
+    long = " ".join(["the cat sees a zebra ."] * 1700)  # 10,200 tokens
+    lines = ["a dog likes the tree .", long, "", "my friend eats"]
+    for a, b in zip(
+        keras_.score_sentences(lines), saved.score_sentences(lines)
+    ):
+        _assert_equal(a, b)
+    path = tmp_path / "longline.txt"
+    path.write_text("\n".join(lines) + "\n")
+    rows = {}
+    for model in (saved.path, tiny_run):
+        assert main(["score", model, str(path), "--json"]) == 0
+        out = capsys.readouterr().out.splitlines()
+        rows[model] = [json.loads(x) for x in out]
+    assert len(rows[saved.path]) == len(lines) + 1
+    for a, b in zip(rows[saved.path][:-1], rows[tiny_run][:-1]):
+        assert a["num_tokens"] == b["num_tokens"]
+        assert a["log10_prob"] == pytest.approx(b["log10_prob"], rel=1e-5)

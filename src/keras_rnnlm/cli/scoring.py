@@ -2,6 +2,7 @@ r"""``keras-rnnlm score | rescore | export``.
 
 keras-rnnlm score MODEL [FILE] [--json] [--no-bos] [--no-eos]
     [--document [--cache ptb|window=W,theta=T,lambda=L]]
+    [--max-batch-tokens N]
 keras-rnnlm rescore MODEL NBEST [--lm-weight W] [--word-penalty P]
     [--reference REF] [--out FILE]
 keras-rnnlm export RUN_DIR OUT/NAME/VERSION [--top-k K] [--overwrite]
@@ -12,14 +13,24 @@ MODEL is a run directory (``config.json``, ``vocab.json``,
 absent reads stdin. Lines are read as bytes and decoded as UTF-8 with
 invalid bytes replaced (they become OOV tokens).
 
-``score`` writes one TSV line per input line, ``LOG10_PROB <TAB> TOKENS
-<TAB> OOV <TAB> PERPLEXITY <TAB> LINE``, then a summary line; ``LINE`` is
-escaped (:func:`escape_tsv_field`: a backslash, tab, CR, LF and NUL as
-``\\``, ``\t``, ``\r``, ``\n``, ``\0``, other control characters as
-``\xHH`` / ``\uHHHH``), so every output line has exactly five fields.
-``--json`` writes JSON lines instead (the format for programs).
+``score`` streams (:meth:`~keras_rnnlm.scoring.Scorer.iter_scores`,
+:mod:`keras_rnnlm.scoring.streaming`): it reads, scores and writes the
+lines in chunks, in input order, each forward pass within
+``--max-batch-tokens`` tokens (a longer line in windows, the state
+carried), so its memory does not grow with the input. It writes one TSV
+line per input line, ``LOG10_PROB <TAB> TOKENS <TAB> OOV <TAB>
+PERPLEXITY <TAB> LINE``, then a summary line; ``LINE`` is escaped
+(:func:`escape_tsv_field`: a backslash, tab, CR, LF and NUL as ``\\``,
+``\t``, ``\r``, ``\n``, ``\0``, other control characters as ``\xHH`` /
+``\uHHHH``), so every output line has exactly five fields. ``--json``
+writes JSON lines instead (the format for programs). A line that cannot
+be scored (a character outside a closed alphabet) is reported on stderr
+with its number, written as ``nan`` (``{"line": N, "error": ...}``) and
+left out of the summary; the others are scored, and the exit status is
+1 (0 when every line was scored, 2 for a usage error).
 """
 
+import collections
 import json
 import math
 import re
@@ -31,6 +42,7 @@ from keras_rnnlm.export import export_saved_model
 from keras_rnnlm.scoring import nbest
 from keras_rnnlm.scoring.loading import SavedModelScorer
 from keras_rnnlm.scoring.loading import load_scorer
+from keras_rnnlm.scoring.streaming import UnscoredLine
 
 _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\r": "\\r", "\n": "\\n", "\0": "\\0"}
 
@@ -64,64 +76,105 @@ def _open_lines(path):
 
 
 def run_score(args):
-    scorer = load_scorer(args.model, weights=args.weights)
+    if args.cache is not None and not args.document:
+        raise UsageError("--cache scores a document: add --document")
+    if args.max_batch_tokens < 1:
+        raise UsageError(
+            f"--max-batch-tokens must be >= 1, got {args.max_batch_tokens}"
+        )
+    scorer = load_scorer(
+        args.model, weights=args.weights, max_batch_tokens=args.max_batch_tokens
+    )
     if isinstance(scorer, SavedModelScorer) and (args.no_bos or args.no_eos):
         raise UsageError(
             "--no-bos and --no-eos need a run directory: an exported model "
             "scores with both sentence boundaries"
         )
-    lines = list(_open_lines(args.file))
-    results = []
-    if args.cache is not None and not args.document:
-        raise UsageError("--cache scores a document: add --document")
     if args.document and isinstance(scorer, SavedModelScorer):
         raise UsageError(
             "--document needs a run directory: an exported model scores "
             "sentences independently"
         )
-    if args.document:
-        results = scorer.score_document(
-            lines, cache=args.cache, bos=not args.no_bos, eos=not args.no_eos
-        )
-    for start in range(0, 0 if args.document else len(lines), 4096):
-        chunk = lines[start : start + 4096]
-        results.extend(
-            scorer.score_sentences(
-                chunk, bos=not args.no_bos, eos=not args.no_eos
+    read = collections.deque()  # the lines read, not yet written
+
+    def lines():
+        for line in _open_lines(args.file):
+            read.append(line)
+            yield line
+
+    results = scorer.iter_scores(
+        lines(),
+        bos=not args.no_bos,
+        eos=not args.no_eos,
+        document=args.document,
+        cache=args.cache,
+        errors="report",
+    )
+    totals = _Totals()
+    for i, r in enumerate(results, 1):
+        line = read.popleft()
+        if isinstance(r, UnscoredLine):
+            print(
+                f"keras-rnnlm score: line {i}: {r.message} (not scored)",
+                file=sys.stderr,
             )
-        )
-    out = sys.stdout
-    total_ln = total_tok = total_oov = 0
-    for i, (line, r) in enumerate(zip(lines, results), 1):
-        total_ln += r.ln_prob
-        total_tok += r.num_tokens
-        total_oov += r.num_oov
-        ppl = r.perplexity if r.num_tokens else None
-        if args.json:
-            out.write(json.dumps({"line": i, **r.to_dict()}) + "\n")
-        else:
-            p = "nan" if ppl is None else f"{ppl:.4f}"
-            out.write(
-                f"{r.log10_prob:.6f}\t{r.num_tokens}\t{r.num_oov}\t{p}\t"
-                f"{escape_tsv_field(line)}\n"
-            )
-    summary = {
-        "sentences": len(lines),
-        "tokens": total_tok,
-        "oov": total_oov,
-        "log10_prob": total_ln / math.log(10.0),
-        "perplexity": math.exp(-total_ln / total_tok) if total_tok else None,
-    }
-    if args.json:
-        out.write(json.dumps({"summary": summary}) + "\n")
-    else:
+        totals.add(r)
+        sys.stdout.write(_result_line(i, line, r, args.json))
+    sys.stdout.write(totals.summary_line(args.json))
+    return 1 if totals.skipped else 0
+
+
+class _Totals:
+    """The summary of ``keras-rnnlm score``'s output."""
+
+    def __init__(self):
+        self.sentences = self.tokens = self.oov = self.skipped = 0
+        self.ln = 0.0
+
+    def add(self, r):
+        if isinstance(r, UnscoredLine):
+            self.skipped += 1
+            return
+        self.sentences += 1
+        self.ln += r.ln_prob
+        self.tokens += r.num_tokens
+        self.oov += r.num_oov
+
+    def summary_line(self, as_json):
+        n = self.tokens
+        summary = {
+            "sentences": self.sentences,
+            "tokens": n,
+            "oov": self.oov,
+            "log10_prob": self.ln / math.log(10.0),
+            "perplexity": math.exp(-self.ln / n) if n else None,
+            "skipped": self.skipped,
+        }
+        if as_json:
+            return json.dumps({"summary": summary}) + "\n"
         ppl = summary["perplexity"]
-        out.write(
-            f"# corpus: {summary['sentences']} sentences, {total_tok} tokens, "
-            f"{total_oov} OOV, log10 prob {summary['log10_prob']:.4f}, "
-            f"perplexity {'nan' if ppl is None else f'{ppl:.4f}'}\n"
+        skipped = f", {self.skipped} not scored" if self.skipped else ""
+        return (
+            f"# corpus: {self.sentences} sentences, {n} tokens, "
+            f"{self.oov} OOV, log10 prob {summary['log10_prob']:.4f}, "
+            f"perplexity {'nan' if ppl is None else f'{ppl:.4f}'}"
+            f"{skipped}\n"
         )
-    return 0
+
+
+def _result_line(i, line, r, as_json):
+    """The output line of input line ``i`` (its result ``r``)."""
+    if isinstance(r, UnscoredLine):
+        if as_json:
+            return json.dumps({"line": i, "error": r.message}) + "\n"
+        return f"nan\t0\t0\tnan\t{escape_tsv_field(line)}\n"
+    if as_json:
+        return json.dumps({"line": i, **r.to_dict()}) + "\n"
+    p = "nan" if not r.num_tokens else f"{r.perplexity:.4f}"
+    return (
+        f"{r.log10_prob:.6f}\t{r.num_tokens}\t{r.num_oov}\t{p}\t"
+        f"{escape_tsv_field(line)}\n"
+    )
 
 
 def run_rescore(args):

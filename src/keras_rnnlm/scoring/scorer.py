@@ -58,49 +58,19 @@ from keras_rnnlm.runs import load_run
 from keras_rnnlm.runs import run_weights
 from keras_rnnlm.scoring.inference_model import InferenceModel
 from keras_rnnlm.scoring.inference_model import build_inference_model
+from keras_rnnlm.scoring.streaming import MAX_BATCH_TOKENS
+from keras_rnnlm.scoring.streaming import TIME_BUCKETS
+from keras_rnnlm.scoring.streaming import TokenBudget
+from keras_rnnlm.scoring.streaming import UnscoredLine
+from keras_rnnlm.scoring.streaming import bucket_length
+from keras_rnnlm.scoring.streaming import check_errors
+from keras_rnnlm.scoring.streaming import check_time_buckets
+from keras_rnnlm.scoring.streaming import stream_scores
 from keras_rnnlm.scoring.tokenization import Tokenization
-from keras_rnnlm.scoring.tokenization import sentence_texts
+from keras_rnnlm.scoring.tokenization import iter_sentence_texts
 from keras_rnnlm.scoring.tokenization import tokenization_for_run
 
 LN10 = math.log(10.0)
-# Scored batches are right-padded in time to a bucketed length, so that
-# the compiled (XLA) loops see a bounded set of shapes: up to ``limit``
-# steps, a multiple of ``step``. Padding costs recurrent steps (the output
-# head runs at the real tokens only): with 8-step buckets a 17-token PTB
-# sentence ran 24 steps. Sentences up to 32 tokens (most of PTB's) use
-# 4-step buckets, at most 3 wasted steps; 20 shapes cover lengths up to 256.
-TIME_BUCKETS = ((32, 4), (64, 8), (128, 16), (256, 32), (None, 64))
-
-
-def check_time_buckets(buckets):
-    """Validates ``((limit, step), ..., (None, step))``; returns a tuple."""
-    buckets = tuple(
-        (None if limit is None else int(limit), int(step))
-        for limit, step in buckets
-    )
-    limits = [limit for limit, _ in buckets[:-1]]
-    if (
-        not buckets
-        or buckets[-1][0] is not None
-        or any(limit is None for limit in limits)
-        or limits != sorted(set(limits))
-        or any(step < 1 for _, step in buckets)
-    ):
-        raise ValueError(
-            "time_buckets must be ((limit, step), ...) with increasing "
-            f"limits, steps >= 1 and a last (None, step); got {buckets}"
-        )
-    return buckets
-
-
-def bucket_length(t, buckets=TIME_BUCKETS):
-    """The padded length of a batch whose longest row has ``t`` steps
-    (see :data:`TIME_BUCKETS`)."""
-    t = int(t)
-    for limit, step in buckets:
-        if limit is None or t <= limit:
-            return -(-t // step) * step
-    raise AssertionError("unreachable")
 
 
 @dataclasses.dataclass
@@ -177,10 +147,13 @@ class ScoringState:
 def pooled_perplexity(scores):
     """Perplexity over every scored token of several
     :class:`SentenceScore`s (their log-probabilities pooled)."""
-    n = sum(r.num_tokens for r in scores)
+    n, ln = 0, 0.0
+    for r in scores:  # any iterable, read once
+        n += r.num_tokens
+        ln += r.ln_prob
     if not n:
         raise ValueError("Nothing was scored: perplexity is undefined")
-    return math.exp(-sum(r.ln_prob for r in scores) / n)
+    return math.exp(-ln / n)
 
 
 class Scorer:
@@ -192,7 +165,7 @@ class Scorer:
             :class:`InferenceModel`.
         vocab: the model's :class:`~keras_rnnlm.data.Vocabulary`.
         tokenization: a :class:`Tokenization` (default whitespace).
-        batch_size: sentences per forward pass in batched scoring.
+        batch_size: the most sentences of one forward pass.
         time_buckets: the padded lengths (:data:`TIME_BUCKETS`; finer
             buckets: less padding, more compiled shapes). An exported
             model keeps its scorer's.
@@ -202,6 +175,12 @@ class Scorer:
             sentence starts the streaming methods reset the recurrent
             states; ``None``: the states carry on. :meth:`from_run` sets
             it from the run (:func:`run_sentence_rule`).
+        max_batch_tokens: the token budget of one forward pass, ``rows
+            x padded length`` (default
+            :data:`~keras_rnnlm.scoring.streaming.MAX_BATCH_TOKENS`): it
+            bounds the memory of scoring, and a longer sentence is scored
+            in windows of at most this many tokens, the state carried
+            (:mod:`keras_rnnlm.scoring.streaming`).
 
     Example:
 
@@ -218,6 +197,7 @@ class Scorer:
         batch_size=64,
         time_buckets=TIME_BUCKETS,
         sentence_reset=None,
+        max_batch_tokens=None,
     ):
         if sentence_reset not in (None, "line", "punctuation"):
             raise ValueError(
@@ -238,6 +218,10 @@ class Scorer:
         self.tokenization = tokenization or Tokenization()
         self.batch_size = int(batch_size)
         self.time_buckets = check_time_buckets(time_buckets)
+        if max_batch_tokens is None:
+            max_batch_tokens = MAX_BATCH_TOKENS
+        self.max_batch_tokens = int(max_batch_tokens)
+        TokenBudget(self.max_batch_tokens, self.batch_size)  # checks them
         self.sentence_reset = sentence_reset
         if sentence_reset is not None and vocab.eos_id is None:
             raise ValueError("A sentence reset needs an <eos> token")
@@ -282,29 +266,65 @@ class Scorer:
         ids = self.vocab.encode(tokens) if tokens else np.zeros(0, np.int32)
         return tokens, ids, oov
 
+    # ----------------------------------------------------------- budget
+    @property
+    def budget(self):
+        """The :class:`~keras_rnnlm.scoring.streaming.TokenBudget` of one
+        forward pass (:attr:`max_batch_tokens`, :attr:`batch_size`,
+        :attr:`time_buckets`)."""
+        return TokenBudget(
+            self.max_batch_tokens, self.batch_size, self.time_buckets
+        )
+
     # -------------------------------------------------------- sentences
+    def iter_scores(
+        self,
+        sentences,
+        bos=True,
+        eos=True,
+        document=False,
+        cache=None,
+        errors="raise",
+    ):
+        """Scores ``sentences`` (any iterable, read lazily) in bounded
+        chunks: yields a :class:`SentenceScore` per sentence, in order
+        (:mod:`keras_rnnlm.scoring.streaming`).
+
+        Args:
+            sentences: str or bytes items (the input contract of
+                :func:`~keras_rnnlm.scoring.tokenization.sentence_text`).
+            bos, eos: KenLM's sentence boundaries (module docstring).
+            document: the sentences are the lines of ONE document, the
+                state (and the cache) carried from line to line, as in
+                :meth:`score_document`.
+            cache: with ``document``: a
+                :class:`~keras_rnnlm.cache_pointer.CacheConfig`.
+            errors: ``"raise"``, or ``"report"``: a line with a token the
+                vocabulary cannot map (no ``<unk>``) is an
+                :class:`~keras_rnnlm.scoring.streaming.UnscoredLine` in
+                its place (in a document: skipped, the state unchanged).
+        """
+        check_errors(errors)
+        texts = iter_sentence_texts(sentences)
+        if document:
+            return self._iter_document(texts, cache, bos, eos, errors)
+        if cache is not None:
+            raise ValueError("cache= scores a document: add document=True")
+        return stream_scores(
+            texts,
+            lambda text: self._sentence_row(text, bos, eos),
+            self._score_rows,
+            self._score_long,
+            self.budget,
+            errors,
+            (OOVError,),
+        )
+
     def score_sentences(self, sentences, bos=True, eos=True):
         """:class:`SentenceScore` of each sentence (batched); the input
         contract is :func:`~keras_rnnlm.scoring.tokenization.sentence_text`
         (``TypeError`` for a non-text item or a single string)."""
-        items = []
-        for s in sentence_texts(sentences):
-            tokens, ids, oov = self.encode(s)
-            if eos:
-                tokens = [*tokens, self.vocab.eos_token]
-                ids = np.append(ids, self._eos_id()).astype(np.int32)
-                oov = [*oov, False]
-            if bos:
-                inputs = np.concatenate([[self._bos_id()], ids[:-1]])
-                items.append((tokens, ids, oov, inputs, 0))
-            else:
-                ctx_oov = int(oov[0]) if oov else 0
-                items.append((tokens[1:], ids[1:], oov[1:], ids[:-1], ctx_oov))
-        ln = self._batched([it[3] for it in items], [it[1] for it in items])
-        return [
-            SentenceScore(list(tok), lp, list(o), c)
-            for (tok, _, o, _, c), lp in zip(items, ln)
-        ]
+        return list(self.iter_scores(sentences, bos, eos))
 
     def score(self, sentence, bos=True, eos=True, natural_log=False):
         """log10 (or ln) probability of one sentence."""
@@ -322,7 +342,7 @@ class Scorer:
 
     def score_batch(self, sentences, bos=True, eos=True, natural_log=False):
         """Scores of many sentences (one float each)."""
-        rs = self.score_sentences(sentences, bos, eos)
+        rs = self.iter_scores(sentences, bos, eos)
         return [r.ln_prob if natural_log else r.log10_prob for r in rs]
 
     def full_scores_batch(
@@ -333,7 +353,7 @@ class Scorer:
 
     def corpus_perplexity(self, sentences, bos=True, eos=True):
         """Perplexity over every scored token of every sentence."""
-        return pooled_perplexity(self.score_sentences(sentences, bos, eos))
+        return pooled_perplexity(self.iter_scores(sentences, bos, eos))
 
     # -------------------------------------------------------- streaming
     def begin(self, bos=True):
@@ -355,6 +375,8 @@ class Scorer:
         With :attr:`sentence_reset`, the recurrent states go back to their
         initial values before every input that ends a sentence (the
         previous segment's last token too), as in sentence-level training.
+        A segment is run in windows of at most :attr:`max_batch_tokens`
+        tokens, the state (and the cache) carried.
         """
         if isinstance(text, (list, tuple)):
             tokens = list(text)
@@ -375,18 +397,20 @@ class Scorer:
         if not len(ids):
             return state, SentenceScore([], np.zeros(0), [], ctx_oov)
         inputs = np.concatenate([[state.last_token], ids[:-1]])
+        inputs = inputs.astype(np.int32)
         run = self._run if cache is None else self._cached_run(cache)
+        budget = self.budget
         ln, new_states = [], state.states
         for a, b in self._sentence_pieces(inputs):
             if self.sentence_reset is not None and self._starts(inputs[a]):
                 new_states = self._reset_recurrent(new_states)
-            lp, new_states = run(
-                inputs[None, a:b].astype(np.int32), ids[None, a:b], new_states
-            )
-            ln.append(lp)
-        ln = np.concatenate(ln, axis=-1)
+            for c, d in budget.windows(b, a):
+                lp, new_states = run(
+                    inputs[None, c:d], ids[None, c:d], new_states
+                )
+                ln.append(lp[0])
         new = ScoringState(new_states, int(ids[-1]))
-        return new, SentenceScore(tokens, ln[0], oov, ctx_oov)
+        return new, SentenceScore(tokens, np.concatenate(ln), oov, ctx_oov)
 
     # --------------------------------------------------------- documents
     def cache_stream(self, cache):
@@ -416,13 +440,21 @@ class Scorer:
         """
         if isinstance(lines, (str, bytes)):
             raise TypeError("score_document takes a list of lines")
+        return list(self.iter_scores(lines, bos, eos, True, cache))
+
+    def _iter_document(self, lines, cache, bos, eos, errors):
+        """:meth:`score_document` a line at a time (see
+        :meth:`iter_scores`)."""
         memory = None if cache is None else self.cache_stream(cache)
         state = self.begin(bos)
-        scores = []
         for line in lines:
-            state, r = self.continue_(state, line, eos=eos, cache=memory)
-            scores.append(r)
-        return scores
+            try:
+                state, r = self.continue_(state, line, eos=eos, cache=memory)
+            except OOVError as e:
+                if errors == "raise":
+                    raise
+                r = UnscoredLine(str(e))
+            yield r
 
     def _keyed_graph(self):
         """The inference graph with the last recurrent layer's output
@@ -494,33 +526,73 @@ class Scorer:
         ln = keras.ops.convert_to_numpy(ln).astype(np.float64)
         return ln, [keras.ops.convert_to_numpy(s) for s in final]
 
-    def _batched(self, inputs, targets):
-        """ln probs of ragged (inputs, targets) rows, batched by length."""
-        out = [None] * len(inputs)
-        order = sorted(range(len(inputs)), key=lambda i: len(inputs[i]))
-        init = None
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start : start + self.batch_size]
-            t = max(len(inputs[i]) for i in rows)
-            if t == 0:
-                for i in rows:
-                    out[i] = np.zeros(0, np.float32)
-                continue
-            t = bucket_length(t, self.time_buckets)
-            x = np.zeros((len(rows), t), np.int32)
-            y = np.zeros((len(rows), t), np.int32)
-            for r, i in enumerate(rows):
-                x[r, : len(inputs[i])] = inputs[i]
-                y[r, : len(targets[i])] = targets[i]
-            if init is None or init[0].shape[0] != len(rows):
-                init = self.inference.initial_states(len(rows))
-            # the output head runs at the real tokens only
-            lengths = [len(inputs[i]) for i in rows]
-            ln, _ = self._fn(x, y, init, real_positions(lengths, t))
-            ln = keras.ops.convert_to_numpy(ln)
-            for r, i in enumerate(rows):
-                out[i] = ln[r, : len(inputs[i])].astype(np.float64)
-        return out
+    def _sentence_row(self, text, bos, eos):
+        """``(steps, row)`` of one sentence: ``row`` is ``(tokens,
+        inputs, targets, oov, context_oov)``, the scored tokens, the
+        model's inputs and the targets they predict."""
+        tokens, ids, oov = self.encode(text)
+        if eos:
+            tokens = [*tokens, self.vocab.eos_token]
+            ids = np.append(ids, self._eos_id()).astype(np.int32)
+            oov = [*oov, False]
+        ids = np.asarray(ids, np.int32)
+        if bos:
+            inputs = np.concatenate([[self._bos_id()], ids])[: len(ids)]
+            row = (tokens, inputs.astype(np.int32), ids, oov, 0)
+        else:
+            ctx_oov = int(oov[0]) if oov else 0
+            row = (tokens[1:], ids[:-1], ids[1:], oov[1:], ctx_oov)
+        return len(row[1]), row
+
+    def _score_rows(self, rows):
+        """:class:`SentenceScore` of each row of a pass within the budget
+        (:meth:`_sentence_row`)."""
+        lns = self._padded_pass([r[1] for r in rows], [r[2] for r in rows])
+        return [_sentence_score(r, ln) for r, ln in zip(rows, lns)]
+
+    def _padded_pass(self, inputs, targets, states=None, width=None):
+        """ln probs of ragged (inputs, targets) rows in one pass, from
+        ``states`` (default: the initial ones), right-padded to ``width``
+        (default: the longest row's bucket)."""
+        lengths = [len(x) for x in inputs]
+        if max(lengths) == 0:
+            return [np.zeros(0) for _ in inputs]
+        width = width or bucket_length(max(lengths), self.time_buckets)
+        x = np.zeros((len(inputs), width), np.int32)
+        y = np.zeros((len(inputs), width), np.int32)
+        for i, n in enumerate(lengths):
+            x[i, :n] = inputs[i]
+            y[i, :n] = targets[i]
+        if states is None:
+            states = self.inference.initial_states(len(inputs))
+        # the output head runs at the real tokens only
+        ln, _ = self._fn(x, y, states, real_positions(lengths, width))
+        ln = keras.ops.convert_to_numpy(ln).astype(np.float64)
+        return [ln[i, :n] for i, n in enumerate(lengths)]
+
+    def _score_long(self, row):
+        """One row over the budget: windows of at most
+        :attr:`max_batch_tokens` steps, the states carried; the last
+        window padded to its bucket (its final state is not needed)."""
+        _, inputs, targets, _, _ = row
+        budget = self.budget
+        windows = budget.windows(len(inputs))
+        states = self.inference.initial_states(1)
+        ln = []
+        for a, b in windows[:-1]:
+            lp, states = self._run(
+                inputs[None, a:b], targets[None, a:b], states
+            )
+            ln.append(lp[0])
+        a, b = windows[-1]
+        width = budget.tail_width(b - a)
+        ln += self._padded_pass([inputs[a:b]], [targets[a:b]], states, width)
+        return _sentence_score(row, np.concatenate(ln))
+
+
+def _sentence_score(row, ln):
+    tokens, _, _, oov, ctx_oov = row
+    return SentenceScore(list(tokens), ln, list(oov), ctx_oov)
 
 
 def run_sentence_rule(config):

@@ -95,18 +95,24 @@ def sentence_texts(sentences):
     """:func:`sentence_text` of each of a list (any iterable) of
     sentences; a single ``str``/``bytes`` or a non-iterable is a
     ``TypeError``."""
+    return list(iter_sentence_texts(sentences))
+
+
+def iter_sentence_texts(sentences):
+    """:func:`sentence_texts` read lazily: the container is checked
+    now, each item (:func:`sentence_text`) as it is reached."""
     if isinstance(sentences, (str, bytes, bytearray)):
         raise TypeError(
             "Expected a list of sentences, got a single "
             f"{type(sentences).__name__}"
         )
     try:
-        items = list(sentences)
+        items = iter(sentences)
     except TypeError:
         raise TypeError(
             f"Expected a list of sentences, got {type(sentences).__name__}"
         ) from None
-    return [sentence_text(s) for s in items]
+    return map(sentence_text, items)
 
 
 def tokenization_for_run(config, vocab):
