@@ -137,17 +137,21 @@ TABLES = (
         cell="unit",
     ),
     Table(
-        "Whole epochs through the trainer beside the original awd-lstm-lm",
+        "Training through the trainer beside the original awd-lstm-lm",
         ("upstream_epochs",),
-        r"(?P<row>.+?)_(?P<col>train_epoch_s|first_epoch_end|val_ppl_epoch\d+)",
+        r"(?P<row>.+?)_(?P<col>train|train_peak_rss|train_epoch_s"
+        r"|first_epoch_end|val_ppl_epoch\d+)",
         (
+            ("train", "tok/s after warm-up"),
+            ("train_peak_rss", "peak RSS, MB"),
             ("train_epoch_s", "s an epoch"),
             ("first_epoch_end", "first epoch ends, s"),
             (r"val_ppl_epoch\d+", "validation ppl"),
         ),
-        kinds=("throughput", "latency", "quality"),
+        kinds=("throughput", "latency", "quality", "memory"),
         hide_models=("keras",),
-        note="x salesforce/awd-lstm-lm's main.py, same run",
+        note="x salesforce/awd-lstm-lm's main.py, same run; jax: the "
+        "trainer on JAX",
     ),
     Table(
         "Training and evaluation against PyTorch",

@@ -316,3 +316,66 @@ def test_classes_by_widest_isa_and_cores():
     assert device_class(rec) == (
         "CPU AMD EPYC, baseline (capped from AVX2), 2 cores"
     )
+
+
+def _upstream(name, value, ref, unit, cap=None, kind="throughput"):
+    return {
+        "kind": kind,
+        "name": name,
+        "model": "keras",
+        "value": value,
+        "unit": unit,
+        "reference": ref,
+        "reference_name": "salesforce/awd-lstm-lm (main.py, PyTorch)",
+        "ratio": round(value / ref, 3),
+        "threads": 2,
+        "date": "2026-12-01",
+        "command": "python -m bench.upstream_epochs",
+        "device": "CPU AMD EPYC",
+        "cpu_model": "AMD EPYC",
+        "isa": ["sse4_2", "avx", "avx2", "fma", "avx512f"],
+        **({"isa_cap": cap} if cap else {}),
+        "cores": 2,
+    }
+
+
+def test_trainer_against_upstream_tokens_and_memory_a_class_a_cap(tmp_path):
+    """The tok/s and peak-RSS records of bench.upstream_epochs (TensorFlow
+    and JAX) go into the upstream table, and a run with the ISA capped
+    to AVX2 into a class of its own."""
+    cap = {
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "xla_cpu_max_isa": "AVX2",
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+    }
+    _write(
+        tmp_path / "results",
+        "upstream_epochs",
+        [
+            _upstream("awd_lstm_ptb_cpu_train", 2400.0, 1600.0, "tok/s"),
+            _upstream("awd_lstm_ptb_cpu_jax_train", 1200.0, 1600.0, "tok/s"),
+            _upstream(
+                "awd_lstm_ptb_cpu_train_peak_rss",
+                1087.0,
+                689.0,
+                "MB",
+                kind="memory",
+            ),
+            _upstream("awd_lstm_ptb_cpu_train", 2100.0, 1500.0, "tok/s", cap),
+        ],
+    )
+    _, generated, _ = _run(tmp_path)
+    sections = _sections(generated)
+    full = "CPU AMD EPYC, AVX-512, 2 cores"
+    capped = "CPU AMD EPYC, AVX2 (capped from AVX-512), 2 cores"
+    assert set(sections) == {full, capped}
+    rows = [r for r in sections[full].splitlines() if r.startswith("| awd")]
+    assert "tok/s after warm-up | peak RSS, MB |" in sections[full]
+    assert rows == [
+        "| awd lstm ptb cpu | 2 | 2,400 (1.50x) | 1,087 (1.58x) |  |  |"
+        "  | 2026-12-01 |",
+        "| awd lstm ptb cpu jax | 2 | 1,200 (0.75x) |  |  |  |  | 2026-12-01 |",
+    ]
+    assert "2,100 (1.40x)" in sections[capped]
+    assert "2,100" not in sections[full]
