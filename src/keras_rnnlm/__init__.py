@@ -7,9 +7,9 @@ Subpackages: ``data`` (corpora, vocabulary, token streams), ``layers``
 ``import keras_rnnlm`` registers every class the package saves in a
 ``.keras`` file (its layers, losses, metrics and optimizer), so that
 ``keras.saving.load_model("RUN/model.keras")`` works after it alone.
-Registering loads Keras, and so TensorFlow: first, unless
-``TF_CPP_MIN_LOG_LEVEL`` is set, TensorFlow's C++ start-up lines are
-silenced (:mod:`keras_rnnlm._startup`). It does nothing else to the
+Registering loads Keras, and so TensorFlow: first TensorFlow is imported
+with its C++ start-up lines filtered by ``TF_CPP_MIN_LOG_LEVEL`` (3 unless
+the user set it; :mod:`keras_rnnlm._startup`). It does nothing else to the
 process: the programs (``keras-rnnlm``, the recipes) set glibc's
 allocator for TensorFlow's compiled loops when they start
 (:mod:`keras_rnnlm._malloc`).

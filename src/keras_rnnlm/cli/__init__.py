@@ -5,8 +5,8 @@ it parses the command line without importing this package, then runs
 the verb here (:func:`keras_rnnlm.cli.main.run_command`). :func:`main`
 and :func:`build_parser` are the launcher's, for ``python -m
 keras_rnnlm.cli`` and for programs. Recipe files import
-:func:`recipe_main` first: importing the package silences TensorFlow's
-C++ start-up lines (unless ``TF_CPP_MIN_LOG_LEVEL`` is set) before
+:func:`recipe_main` first: importing the package filters TensorFlow's
+C++ start-up lines by ``TF_CPP_MIN_LOG_LEVEL`` (3 unless set) before
 anything loads Keras.
 """
 

@@ -9,6 +9,7 @@ take the same options and follow the same error policy.
 """
 
 import argparse
+import contextlib
 import json
 import sys
 import textwrap
@@ -18,11 +19,18 @@ from keras_rnnlm.cli.errors import UsageError
 from keras_rnnlm.cli.errors import debug_requested
 from keras_rnnlm.cli.errors import resume_command
 from keras_rnnlm.cli.errors import run_reporting_errors
+from keras_rnnlm.config import ConfigError
 from keras_rnnlm.config import apply_overrides
+from keras_rnnlm.config import given_by
 from keras_rnnlm.config import load_config
+from keras_rnnlm.config import override_keys
+from keras_rnnlm.data.corpus import check_corpus_fits
+from keras_rnnlm.data.errors import CorpusTooShortError
+from keras_rnnlm.models import validate_model_config
 from keras_rnnlm.recipe import config_from_preset
 from keras_rnnlm.recipe import load_recipe
 from keras_rnnlm.recipe import preset_name
+from keras_rnnlm.runs import load_run_corpus
 from keras_rnnlm.training import train
 from keras_rnnlm.training.finetune import finetune
 from keras_rnnlm.training.pretrained import TRAIN as TRAIN_WORD2VEC
@@ -68,21 +76,45 @@ def resolve_config(args, presets=None, preset=None):
 
 
 def run_train(args, presets=None, preset=None):
-    """Resolves the config from parsed ``train`` arguments and trains."""
-    config = resolve_config(args, presets, preset)
-    if args.pretrained:
-        config = with_pretrained(config, args.pretrained)
-    if args.print_config:
-        print(json.dumps(printed_config(config), indent=2, sort_keys=True))
-        return 0
+    """Resolves the config from parsed ``train`` arguments, checks it and
+    the corpus before anything is written, and trains."""
+    with naming_set_options(args.overrides):
+        config = resolve_config(args, presets, preset)
+        if args.pretrained:
+            config = with_pretrained(config, args.pretrained)
+        validate_model_config(config.model)
+        if args.print_config:
+            print(json.dumps(printed_config(config), indent=2, sort_keys=True))
+            return 0
+        # Every split, before the run directory is touched: a short
+        # valid.txt is not found only after an epoch of training.
+        corpus = load_run_corpus(config)
+        check_corpus_fits(corpus, config.data)
     if args.pretrained == TRAIN_WORD2VEC:
-        ensure_run_word2vec(config, resume=not args.no_resume)
+        ensure_run_word2vec(config, corpus, resume=not args.no_resume)
+    del corpus  # the trainer loads its own
     train(
         config,
         resume=not args.no_resume,
         reevaluate=getattr(args, "reevaluate", False),
     )
     return 0
+
+
+@contextlib.contextmanager
+def naming_set_options(overrides):
+    """An error about a config key given with ``--set`` (``overrides``)
+    names the option: ``--set model.cell: unknown recurrent layer ...``."""
+    keys = override_keys(overrides)
+    try:
+        yield
+    except (ConfigError, CorpusTooShortError) as e:
+        if not given_by(e.key, keys):
+            raise
+        message = str(e)
+        if not message.startswith(e.key):
+            message = f"{e.key}: {message}"
+        raise type(e)(f"--set {message}", key=e.key) from e
 
 
 def printed_config(config):

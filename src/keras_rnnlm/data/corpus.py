@@ -519,11 +519,11 @@ def check_corpus_fits(corpus, data_config):
         need = batch * (bptt + 1)
         if n < need:
             raise CorpusTooShortError(
-                f"{batch_key}={batch} is too large for the {where}: its "
-                f"{n:,} tokens{_truncation(corpus, split)} are fewer than "
-                f"{batch} streams of one {bptt_key}={bptt} window need "
-                f"({batch} x {bptt + 1} = {need:,} tokens); lower "
-                f"{batch_key} (or {bptt_key}), or give a longer split",
+                f"{batch_key}={batch} is too large for the {where}: "
+                f"{batch} streams of one {bptt_key}={bptt} window each "
+                f"need {batch} x {bptt + 1} = {need:,} tokens, and it has "
+                f"{n:,}{_truncation(corpus, split)}; lower {batch_key} (or "
+                f"{bptt_key}), or give a longer split",
                 key=batch_key,
             )
 
