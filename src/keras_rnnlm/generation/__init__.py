@@ -8,6 +8,9 @@
 - :mod:`~keras_rnnlm.generation.loop`: :func:`generate_ids`, the loop
   over the stateless inference graph (traceable by ``tf.function`` and
   ``jax.jit``), and :class:`GenerationLoop`, which compiles and runs it.
+- :mod:`~keras_rnnlm.generation.text`: :class:`Generation` (a
+  continuation, its tokens and log-probabilities), :func:`detokenize`,
+  the limits of a call (:data:`MAX_TOKENS_LIMIT`, :data:`MAX_ROWS`).
 
 :class:`keras_rnnlm.LanguageModel` generates text with them
 (``LanguageModel.from_run(...).generate(...)``), and ``keras-rnnlm
@@ -27,10 +30,19 @@ from keras_rnnlm.generation.samplers import Sampler
 from keras_rnnlm.generation.samplers import TopKSampler
 from keras_rnnlm.generation.samplers import TopPSampler
 from keras_rnnlm.generation.samplers import get_sampler
+from keras_rnnlm.generation.text import DEFAULT_MAX_TOKENS
+from keras_rnnlm.generation.text import MAX_ROWS
+from keras_rnnlm.generation.text import MAX_TOKENS_LIMIT
+from keras_rnnlm.generation.text import Generation
+from keras_rnnlm.generation.text import detokenize
 
 __all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "MAX_ROWS",
     "MAX_SEED",
+    "MAX_TOKENS_LIMIT",
     "SAMPLERS",
+    "Generation",
     "GenerationError",
     "GenerationLoop",
     "GreedySampler",
@@ -38,6 +50,7 @@ __all__ = [
     "Sampler",
     "TopKSampler",
     "TopPSampler",
+    "detokenize",
     "generate_ids",
     "get_sampler",
     "prefill_length",
