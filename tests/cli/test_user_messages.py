@@ -2,8 +2,10 @@
 path that does not exist, and the command-line flag that fixes it."""
 
 import os
+import shutil
 
 import pytest
+from tiny_configs import tiny_overrides
 from user_process import run_as_user
 
 from keras_rnnlm.cli import main
@@ -110,3 +112,121 @@ def test_the_missing_corpus_error_is_one_line_naming_the_fix(tmp_path):
     assert "--data-dir" in line and "$KERAS_RNNLM_DATA" in line
     assert str(empty) in line
     assert p.stdout.count("Downloading data from") <= 2
+
+
+def _corpus_with(tmp_path, tiny_corpus_dir, split, content):
+    """The tiny corpus with ``split`` (``valid.txt``, ...) replaced by
+    ``content`` (str or bytes)."""
+    root = tmp_path / "corpus"
+    shutil.copytree(tiny_corpus_dir, root)
+    if isinstance(content, bytes):
+        (root / split).write_bytes(content)
+    else:
+        (root / split).write_text(content)
+    return root
+
+
+def _tiny_train(corpus, out, *sets):
+    argv = ["train", RECIPE, "--out", str(out)]
+    for item in [*tiny_overrides(corpus, 0.01), "train.epochs=1", *sets]:
+        argv += ["--set", item]
+    return main(argv)
+
+
+@pytest.mark.parametrize(
+    "split, content, expects",
+    [
+        ("valid.txt", "", "The valid split of '{root}' ({root}/valid.txt) is "),
+        ("test.txt", "", "The test split of '{root}' ({root}/test.txt) is e"),
+        (
+            "valid.txt",
+            "a b c",
+            "data.eval_batch_size=2 is too large for the valid split of "
+            "'{root}' ({root}/valid.txt): 2 streams of one data.bptt=8 "
+            "window each need 2 x 9 = 18 tokens, and it has 4;",
+        ),
+        (
+            "test.txt",
+            "a b c",
+            "data.test_batch_size=1 is too large for the test split",
+        ),
+        (
+            "valid.txt",
+            b"the cat\nsees the caf\xe9\n",
+            "{root}/valid.txt is not UTF-8 text: line 2 (byte offset 20) has "
+            "byte 0xe9",
+        ),
+    ],
+    ids=["empty-valid", "empty-test", "short-valid", "short-test", "latin-1"],
+)
+def test_a_bad_split_is_one_line_before_anything_is_written(
+    split, content, expects, tmp_path, tiny_corpus_dir, capsys
+):
+    """An empty, too short or undecodable split is refused before the run
+    directory is made: a short valid.txt was found only after a whole
+    epoch of training (a ValueError traceback), an empty test.txt after
+    every epoch, a Latin-1 file without its name."""
+    root = _corpus_with(tmp_path, tiny_corpus_dir, split, content)
+    out = tmp_path / "run"
+    assert _tiny_train(root, out) == 2
+    line = _error(capsys)
+    assert line.startswith("keras-rnnlm train: error: ")
+    assert expects.format(root=root) in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "override, expects",
+    [
+        (
+            "model.cell=foo",
+            "--set model.cell: unknown recurrent layer 'foo'; known: gru, ",
+        ),
+        (
+            'model.cell_kwargs={"bogus": 1}',
+            "--set model.cell_kwargs: 'bogus' is not an argument of the "
+            "'lstm' layer; its arguments: activation, ",
+        ),
+        (
+            'model.cell_kwargs={"units": 5}',
+            "--set model.cell_kwargs: 'units' of the 'lstm' layers is set by "
+            "the builder (from model.hidden_sizes)",
+        ),
+        (
+            "data.batch_size=100000",
+            "--set data.batch_size=100000 is too large for the train split",
+        ),
+    ],
+    ids=["cell", "unknown-kwarg", "builder-kwarg", "batch-size"],
+)
+def test_a_bad_set_value_names_the_set_key_before_anything_is_written(
+    override, expects, tmp_path, tiny_corpus_dir, capsys
+):
+    """Each was a traceback (an unknown cell or keyword argument when the
+    model was built, a batch of streams shorter than one window after
+    config.json and vocab.json were written)."""
+    out = tmp_path / "run"
+    assert _tiny_train(tiny_corpus_dir, out, override) == 2
+    line = _error(capsys)
+    assert line.startswith(f"keras-rnnlm train: error: {expects}")
+    assert not out.exists()
+
+
+def test_a_key_not_given_with_set_is_named_without_it(
+    tmp_path, tiny_corpus_dir, capsys
+):
+    """A value of the recipe itself (here the preset's eval batch size
+    of 20, too large for the tiny valid split at a window of 40) names its
+    key alone."""
+    out = tmp_path / "run"
+    argv = ["train", RECIPE, "--out", str(out)]
+    sets = [f"data.corpus={tiny_corpus_dir}", "data.level=word", "data.bptt=40"]
+    for item in sets:
+        argv += ["--set", item]
+    assert main(argv) == 2
+    line = _error(capsys)
+    assert line.startswith(
+        "keras-rnnlm train: error: data.eval_batch_size=20 is too large for "
+        "the valid split"
+    )
+    assert not out.exists()

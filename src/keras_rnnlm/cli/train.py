@@ -11,6 +11,7 @@ take the same options and follow the same error policy.
 import argparse
 import contextlib
 import json
+import os
 import sys
 import textwrap
 
@@ -86,6 +87,12 @@ def run_train(args, presets=None, preset=None):
         if args.print_config:
             print(json.dumps(printed_config(config), indent=2, sort_keys=True))
             return 0
+        out = config.train.out_dir
+        if os.path.exists(out) and not os.path.isdir(out):
+            raise UsageError(
+                f"{out} is a file, not a run directory: give another --out "
+                "(train.out_dir)"
+            )
         # Every split, before the run directory is touched: a short
         # valid.txt is not found only after an epoch of training.
         corpus = load_run_corpus(config)
