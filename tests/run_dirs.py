@@ -1,8 +1,9 @@
 """Run directories for tests: the three files every run command reads
 (``config.json``, ``vocab.json``, ``best.weights.h5``), and what a test
-reads back from a trained one (the epoch log, the last checkpoint)."""
+reads back from a trained one (the epoch log, the newest checkpoint)."""
 
 import csv
+import json
 import os
 
 import numpy as np
@@ -38,14 +39,28 @@ def run_log(run_dir):
         return list(csv.DictReader(f))
 
 
+def newest_checkpoint(run_dir):
+    """The folder of the newest checkpoint of ``run_dir``."""
+    from keras_rnnlm.callbacks.checkpoint import checkpoints
+
+    found = checkpoints(str(run_dir))
+    assert found, f"{run_dir} has no checkpoint"
+    return found[0]
+
+
+def checkpoint_state(run_dir):
+    """The ``state.json`` of the newest checkpoint of ``run_dir``."""
+    with open(os.path.join(newest_checkpoint(run_dir), "state.json")) as f:
+        return json.load(f)
+
+
 def checkpoint_weights(config):
-    """The model weights (NumPy arrays) of the last checkpoint of the run
-    ``config`` trained (``checkpoint/last.weights.h5``)."""
+    """The model weights (NumPy arrays) of the newest checkpoint of the
+    run ``config`` trained."""
     from keras_rnnlm.training import prepare_run
 
     _, model = prepare_run(config)
     model.optimizer.build(model.trainable_variables)
-    model.load_weights(
-        os.path.join(config.train.out_dir, "checkpoint", "last.weights.h5")
-    )
+    folder = newest_checkpoint(config.train.out_dir)
+    model.load_weights(os.path.join(folder, "model.weights.h5"))
     return [np.asarray(w) for w in model.get_weights()]

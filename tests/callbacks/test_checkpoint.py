@@ -2,15 +2,17 @@
 from its last mid-epoch checkpoint and ends exactly where an uninterrupted
 run does (weights, optimizer state, epoch logs, NT-ASGD average)."""
 
-import json
 import os
+import shutil
 
 import keras
 import numpy as np
 import pytest
 from interrupting import Killed
 from interrupting import kill
+from run_dirs import checkpoint_state
 from run_dirs import checkpoint_weights
+from run_dirs import newest_checkpoint
 from run_dirs import run_log
 
 from keras_rnnlm.callbacks.checkpoint import TrainingCheckpoint
@@ -43,8 +45,7 @@ def _kill_and_resume(cfg, tmp_path, epoch, batch):
     killed = apply_overrides(cfg, [f"train.out_dir={tmp_path / 'killed'}"])
     with pytest.raises(Killed):
         train(killed, callbacks=[kill(epoch, batch)])
-    ckpt = tmp_path / "killed" / "checkpoint"
-    partial = json.load(open(ckpt / "partial.json"))
+    partial = checkpoint_state(tmp_path / "killed")
     assert partial["epoch"] == epoch
     rest = _Batches()
     train(killed, callbacks=[rest])  # resumes in the middle of ``epoch``
@@ -58,8 +59,9 @@ def _kill_and_resume(cfg, tmp_path, epoch, batch):
         for e, n in full.per_epoch.items()
         if e >= epoch
     }
-    assert not (ckpt / "partial.json").exists()
-    assert not [n for n in os.listdir(ckpt) if "partial-" in n]
+    epochs = cfg.train.epochs
+    newest = newest_checkpoint(tmp_path / "killed")
+    assert os.path.basename(newest) == f"epoch-{epochs:04d}-end"
     return straight, killed, partial
 
 
@@ -119,25 +121,27 @@ def test_mid_epoch_resume_awd_variable_windows_and_averaging(
     straight, killed, partial = _kill_and_resume(cfg, tmp_path, 1, 30)
     assert partial["batches_done"] == 28
     state = partial["callbacks"]["NTASGD"]
-    assert state["n_averaged"] > 28 and "partial-" in state["average_file"]
+    assert state["n_averaged"] > 28
+    assert state["average_file"] == "nt_asgd_average.npz"
     assert partial["progress"]["RegularizerLogger"]["n"] == 28
     _assert_same_run(straight, killed, ["loss", "nll", "ar", "tar", "val_loss"])
-    a = json.load(
-        open(os.path.join(straight.train.out_dir, "checkpoint", "state.json"))
-    )["callbacks"]["NTASGD"]
-    b = json.load(
-        open(os.path.join(killed.train.out_dir, "checkpoint", "state.json"))
-    )["callbacks"]["NTASGD"]
+    a = checkpoint_state(straight.train.out_dir)["callbacks"]["NTASGD"]
+    b = checkpoint_state(killed.train.out_dir)["callbacks"]["NTASGD"]
     assert a["n_averaged"] == b["n_averaged"]
     avg = [
-        np.load(os.path.join(r.train.out_dir, "checkpoint", s["average_file"]))
-        for r, s in ((straight, a), (killed, b))
+        np.load(os.path.join(newest_checkpoint(r.train.out_dir), name))
+        for r, name in (
+            (straight, a["average_file"]),
+            (killed, b["average_file"]),
+        )
     ]
     for k in avg[0].files:
         np.testing.assert_allclose(avg[0][k], avg[1][k], atol=1e-5)
 
 
-def test_stale_or_torn_partial_checkpoints_are_ignored(tiny_config, tmp_path):
+def test_torn_or_stale_checkpoints_are_passed_over(
+    tiny_config, tmp_path, capsys
+):
     cfg = apply_overrides(
         tiny_config,
         ["train.epochs=1", "train.checkpoint_every_steps=10"],
@@ -147,11 +151,14 @@ def test_stale_or_torn_partial_checkpoints_are_ignored(tiny_config, tmp_path):
     with pytest.raises(Killed):
         train(cfg, callbacks=[kill(0, 35)])
     ckpt = out / "checkpoint"
-    partial = json.load(open(ckpt / "partial.json"))
-    assert partial["batches_done"] == 30
-    # A kill in the middle of the next save leaves newer files that the
-    # JSON does not name: they are not used.
-    (ckpt / "partial-99.weights.h5").write_bytes(b"torn")
+    assert checkpoint_state(out)["batches_done"] == 30
+    # A kill in the middle of the next write leaves its temporary folder
+    # (removed when the run starts again); a folder without its manifest
+    # (a copy by hand) is passed over, in one line.
+    (ckpt / ".tmp-epoch-0001-batch-000000040").mkdir()
+    torn = ckpt / "epoch-0001-batch-000000040"
+    torn.mkdir()
+    (torn / "model.weights.h5").write_bytes(b"torn")
     corpus, model = prepare_run(cfg)
     from keras_rnnlm.training.trainer import make_train_stream
 
@@ -159,11 +166,18 @@ def test_stale_or_torn_partial_checkpoints_are_ignored(tiny_config, tmp_path):
     cp = TrainingCheckpoint(str(out), stream=stream, every_steps=10)
     assert cp.restore(model) == 0 and cp.resume_batches == 30
     assert stream.start == 30 and len(stream) == stream.num_batches
-    # A partial checkpoint of an epoch that has since been checkpointed
-    # whole (e.g. a copy restored by hand) is stale.
+    assert not (ckpt / ".tmp-epoch-0001-batch-000000040").exists()
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"passing over a bad checkpoint: {torn / 'manifest.json'}: missing "
+        "(written last: the checkpoint is incomplete); using "
+        f"{ckpt / 'epoch-0001-batch-000000030'}"
+    )
+    # A mid-epoch checkpoint of an epoch that has since been checkpointed
+    # whole (e.g. a copy restored by hand) is older: not resumed.
     train(cfg)
-    os.makedirs(ckpt, exist_ok=True)
-    (ckpt / "partial.json").write_text(json.dumps(partial))
+    copied = ckpt / "epoch-0001-batch-000000099"
+    shutil.copytree(ckpt / "epoch-0001-end", copied)
     corpus, model = prepare_run(cfg)
     cp = TrainingCheckpoint(str(out), stream=make_train_stream(cfg, corpus))
     assert cp.restore(model) == 1 and cp.resume_batches == 0
@@ -189,11 +203,8 @@ def test_mid_epoch_checkpoints_need_the_stream(tmp_path):
 # -- only good states are kept -------------------------------------------
 
 
-def _max_abs_checkpoint_weight(cfg, name):
-    _, model = prepare_run(cfg)
-    model.optimizer.build(model.trainable_variables)
-    model.load_weights(os.path.join(cfg.train.out_dir, "checkpoint", name))
-    return max(float(np.abs(w).max()) for w in model.get_weights())
+def _max_abs_checkpoint_weight(cfg):
+    return max(float(np.abs(w).max()) for w in checkpoint_weights(cfg))
 
 
 def _assert_one_finite_row_per_epoch(out, epochs):
@@ -232,18 +243,17 @@ def test_divergence_names_a_really_good_checkpoint_and_resume_works(
     with pytest.raises(TrainingDivergedError) as e:
         train(cfg)
     message = str(e.value)
-    last = os.path.join(out, "checkpoint", "last.weights.h5")
+    last = os.path.join(out, "checkpoint", "epoch-0001-end")
     assert f"is {last} (end of epoch 1, val_loss" in message
-    ckpt = os.listdir(os.path.join(out, "checkpoint"))
-    assert not [n for n in ckpt if "partial" in n], ckpt
-    assert _max_abs_checkpoint_weight(cfg, "last.weights.h5") < 100
+    assert newest_checkpoint(out) == last  # the exploded one is removed
+    assert _max_abs_checkpoint_weight(cfg) < 100
     _assert_one_finite_row_per_epoch(out, 1)  # no inf row for epoch 2
     # the advice: resume with a sane learning-rate schedule
     sane = apply_overrides(cfg, ['train.lr_schedule={"name": "constant"}'])
     results = train(sane)
     assert np.isfinite(results["test"]["ppl"])
     _assert_one_finite_row_per_epoch(out, 2)
-    assert _max_abs_checkpoint_weight(cfg, "last.weights.h5") < 100
+    assert _max_abs_checkpoint_weight(cfg) < 100
 
 
 def test_log_csv_is_rewritten_from_the_checkpoint_on_resume(
@@ -309,8 +319,7 @@ def test_a_failed_epoch_checkpoint_write_keeps_the_previous_one(
     with pytest.raises(CheckpointWriteError, match="No space left on device"):
         train(cfg)
     _no_temporary_files(out)
-    state = json.load(open(os.path.join(out, "checkpoint", "state.json")))
-    assert state["epoch"] == 0
+    assert checkpoint_state(out)["epoch"] == 0
     monkeypatch.undo()
     epochs = []
 
@@ -336,10 +345,9 @@ def test_a_failed_mid_epoch_write_keeps_the_previous_one(
     with pytest.raises(CheckpointWriteError, match="mid-epoch"):
         train(cfg)
     _no_temporary_files(out)
+    assert checkpoint_state(out)["batches_done"] == 20
     ckpt = os.path.join(out, "checkpoint")
-    partial = json.load(open(os.path.join(ckpt, "partial.json")))
-    assert partial["batches_done"] == 20
-    assert not [n for n in os.listdir(ckpt) if "partial-3" in n]
+    assert not [n for n in os.listdir(ckpt) if n.endswith("batch-000000030")]
     monkeypatch.undo()
     train(cfg)
     _assert_one_finite_row_per_epoch(out, 1)
@@ -360,8 +368,7 @@ def test_a_read_only_run_directory_is_a_clear_error(tiny_config, tmp_path):
     try:
         with pytest.raises(CheckpointWriteError, match="previous checkpoint"):
             train(apply_overrides(cfg, ["train.epochs=2"]))
-        state = json.load(open(os.path.join(ckpt, "state.json")))
-        assert state["epoch"] == 0
+        assert checkpoint_state(out)["epoch"] == 0
     finally:
         os.chmod(ckpt, 0o755)
 

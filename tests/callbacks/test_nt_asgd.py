@@ -1,8 +1,10 @@
 import json
+import os
 
 import keras
 import numpy as np
 from keras import ops
+from run_dirs import newest_checkpoint
 
 from keras_rnnlm.callbacks.nt_asgd import NTASGD
 from keras_rnnlm.callbacks.nt_asgd import should_trigger
@@ -80,10 +82,14 @@ def test_state_survives_resume(tmp_path):
         _set(model, value)
         cb.on_train_batch_end(i)
     cb.on_epoch_end(0, {"val_loss": 2.0})
-    state = json.loads(json.dumps(cb.get_state()))  # as in state.json
+    folder = tmp_path / "checkpoint"  # a checkpoint's folder
+    folder.mkdir()
+    state = cb.get_checkpoint_state(str(folder))
+    state = json.loads(json.dumps(state))  # as in state.json
+    assert os.listdir(folder) == [state["average_file"]]
 
     resumed = NTASGD(str(tmp_path), nonmono=1, start_averaging=True)
-    resumed.set_state(state)
+    resumed.set_checkpoint_state(state, str(folder))
     resumed.set_model(model)
     resumed.on_train_begin()
     assert resumed.n_averaged == 2 and resumed.averaging
@@ -144,7 +150,7 @@ def test_average_through_fit_is_the_mean_of_the_iterates(tmp_path):
 def test_trainer_saves_averaged_best_and_raw_last(tiny_config):
     """Through the trainer's callback order: ``best.weights.h5`` holds the
     average of every step's weights (validated and saved swapped in) and
-    ``checkpoint/last.weights.h5`` the raw last iterate (swapped out)."""
+    the checkpoint's weights the raw last iterate (swapped out)."""
     import os
 
     from keras_rnnlm.config import apply_overrides
@@ -181,6 +187,6 @@ def test_trainer_saves_averaged_best_and_raw_last(tiny_config):
     mean = [np.mean(ws, 0) for ws in zip(*iterates)]
     for got, e in zip(saved(os.path.join(out, "best.weights.h5")), mean):
         np.testing.assert_allclose(got, e, rtol=1e-4, atol=1e-6)
-    last = saved(os.path.join(out, "checkpoint", "last.weights.h5"))
+    last = saved(os.path.join(newest_checkpoint(out), "model.weights.h5"))
     for got, e in zip(last, iterates[-1]):
         np.testing.assert_allclose(got, e, atol=1e-6)

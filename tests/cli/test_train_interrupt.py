@@ -15,6 +15,7 @@ import threading
 import time
 
 import pytest
+from run_dirs import newest_checkpoint
 from tiny_configs import tiny_run_dict
 
 RECIPE = '''
@@ -94,7 +95,6 @@ def test_ctrl_c_then_sigterm_on_a_recipe_script(tiny_corpus_dir, tmp_path):
     recipe = tmp_path / "tiny_recipe.py"
     recipe.write_text(RECIPE.format(preset=repr(_preset(tiny_corpus_dir))))
     run = tmp_path / "run"
-    ckpt = run / "checkpoint"
     p = _Process([sys.executable, str(recipe), "--out", str(run)], tmp_path)
     p.wait_for(f"Starting a new run in {run}")
     p.wait_for("Epoch 2/40")  # a mid-epoch checkpoint is written by now
@@ -102,14 +102,16 @@ def test_ctrl_c_then_sigterm_on_a_recipe_script(tiny_corpus_dir, tmp_path):
     assert code == 130
     line = _interrupted_line(err)
     assert line.startswith("tiny_recipe.py: interrupted by SIGINT: ")
-    assert f"checkpoint {ckpt} (resumes at epoch " in line
+    newest = newest_checkpoint(run)
+    assert f"checkpoint {newest} (resumes at epoch " in line
     command = line.split("; resume with: ")[1]
     assert command == shlex.join(
         [sys.executable, str(recipe), "--out", str(run)]
     )
-    state = json.load(open(ckpt / "partial.json"))
+    state = json.load(open(os.path.join(newest, "state.json")))
     epoch, batch = state["epoch"] + 1, state["batches_done"]
     assert f"epoch {epoch}, batch {batch}/" in line
+    assert not (run / "train.lock").exists()  # released on the signal
 
     # the printed command resumes where the checkpoint is
     p = _Process(shlex.split(command), tmp_path)
@@ -120,6 +122,7 @@ def test_ctrl_c_then_sigterm_on_a_recipe_script(tiny_corpus_dir, tmp_path):
     code, err = p.stop(signal.SIGTERM)
     assert code == 143
     assert "interrupted by SIGTERM" in _interrupted_line(err)
+    assert not (run / "train.lock").exists()
 
 
 SECOND_SIGNAL = textwrap.dedent(

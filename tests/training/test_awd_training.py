@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import pytest
 from keras import ops
+from run_dirs import checkpoint_state
 from run_dirs import run_log
 from tiny_configs import tiny_awd_doc_config
 
@@ -66,8 +67,7 @@ def test_awd_run_nt_asgd_and_finetune(tmp_path):
     ]
     assert [float(r["asgd"]) for r in log] == expect
     assert 1.0 in expect, "NT-ASGD never triggered"
-    with open(os.path.join(out, "checkpoint", "state.json")) as f:
-        state = json.load(f)["callbacks"]["NTASGD"]
+    state = checkpoint_state(out)["callbacks"]["NTASGD"]
     assert state["averaging"] and state["n_averaged"] > 0
 
     rounds = finetune(out, rounds=2, overrides=["train.epochs=3"])
@@ -85,8 +85,8 @@ def test_awd_run_nt_asgd_and_finetune(tmp_path):
             (e for e in range(1, len(vals)) if vals[e] > min(vals[:e])), None
         )
         assert len(vals) == (3 if stop is None else stop + 1)
-        with open(os.path.join(r["run_dir"], "checkpoint", "state.json")) as f:
-            stopped = json.load(f)["callbacks"]["NTASGD"]["stopped_epoch"]
+        state = checkpoint_state(r["run_dir"])
+        stopped = state["callbacks"]["NTASGD"]["stopped_epoch"]
         assert stopped == stop
         assert r["start_val_loss"] == previous
         np.testing.assert_allclose(r["best_val_loss"], min(vals), rtol=1e-6)

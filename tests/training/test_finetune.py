@@ -7,6 +7,7 @@ import os
 
 import numpy as np
 import pytest
+from run_dirs import checkpoint_state
 from run_dirs import run_log
 
 from keras_rnnlm.config import apply_overrides
@@ -58,5 +59,5 @@ def test_finetune_starts_from_best_and_stops_without_gain(
     assert t["nt_asgd_nonmono"] == expected
     assert t["nt_asgd_from_start"] and t["stop_on_nonmono"]
     assert t["learning_rate"] == 0
-    with open(os.path.join(r["run_dir"], "checkpoint", "state.json")) as f:
-        assert json.load(f)["callbacks"]["NTASGD"]["stopped_epoch"] is None
+    state = checkpoint_state(r["run_dir"])
+    assert state["callbacks"]["NTASGD"]["stopped_epoch"] is None

@@ -13,7 +13,9 @@ import keras
 import numpy as np
 import pytest
 from interrupting import AtBatch
+from run_dirs import checkpoint_state
 from run_dirs import checkpoint_weights
+from run_dirs import newest_checkpoint
 from run_dirs import run_log
 from tiny_configs import tiny_run_dict
 
@@ -93,10 +95,11 @@ def test_a_signal_mid_epoch_saves_that_batch_and_resumes_exactly(
     assert (e.epoch, e.batch) == (2, 15)
     assert e.batches > 15
     ckpt = os.path.join(os.path.abspath(config.train.out_dir), "checkpoint")
-    assert e.checkpoint == ckpt
+    assert e.checkpoint == os.path.join(ckpt, "epoch-0002-batch-000000015")
     assert f"epoch 2, batch 15/{e.batches}" in str(e)
-    partial = json.load(open(os.path.join(ckpt, "partial.json")))
+    partial = checkpoint_state(config.train.out_dir)
     assert (partial["epoch"], partial["batches_done"]) == (1, 15)
+    assert not os.path.exists(os.path.join(ckpt, "..", "train.lock"))
     train(config)
     _assert_same_run(straight, config)
 
@@ -120,9 +123,7 @@ def test_a_signal_during_validation_stops_after_the_epoch_checkpoint(
     # at the next epoch
     assert (info.value.epoch, info.value.batch) == (2, 0)
     assert "the start of epoch 2" in str(info.value)
-    state = json.load(
-        open(os.path.join(config.train.out_dir, "checkpoint", "state.json"))
-    )
+    state = checkpoint_state(config.train.out_dir)
     assert state["epoch"] == 0 and "val_loss" in state["history"][0]
     assert len(run_log(config.train.out_dir)) == 1
     train(config)
@@ -140,26 +141,33 @@ def test_a_signal_during_a_checkpoint_write_lets_it_finish(
     writes = []
 
     def interrupted_save(model, filepath, *args, **kwargs):
-        name = os.path.basename(str(filepath))
+        # the checkpoint's folder, under its temporary name
+        name = os.path.basename(os.path.dirname(str(filepath)))
         if f"{os.sep}checkpoint{os.sep}" in str(filepath):
             writes.append(name)
-            if name.startswith(target):
+            if name == f".tmp-{target}":
                 signal.raise_signal(signal.SIGINT)
         return save_weights(model, filepath, *args, **kwargs)
 
     monkeypatch.setattr(keras.Model, "save_weights", interrupted_save)
-    # partial-2: the second mid-epoch checkpoint, after batch 20
-    for target, where in (("partial-2.", (1, 20)), ("last.", (2, 0))):
+    # the second mid-epoch checkpoint, after batch 20, and the first
+    # epoch's checkpoint
+    targets = (
+        ("epoch-0001-batch-000000020", (1, 20)),
+        ("epoch-0001-end", (2, 0)),
+    )
+    for target, where in targets:
         writes.clear()
-        config = _config(tiny_corpus_dir, tmp_path / target.strip("."))
+        config = _config(tiny_corpus_dir, tmp_path / target)
         with pytest.raises(TrainingInterrupted) as info:
             train(config)
         assert (info.value.epoch, info.value.batch) == where
-        assert writes[-1].startswith(target)  # nothing written after it
+        assert writes[-1] == f".tmp-{target}"  # nothing written after it
+        assert newest_checkpoint(config.train.out_dir).endswith(target)
         ckpt = os.path.join(config.train.out_dir, "checkpoint")
         assert not [n for n in os.listdir(ckpt) if "tmp" in n]
     monkeypatch.undo()
-    for target in ("partial-2", "last"):
+    for target, _ in targets:
         config = _config(tiny_corpus_dir, tmp_path / target)
         train(config)
         _assert_same_run(straight, config)

@@ -2,7 +2,6 @@
 whether it starts, resumes or is complete; a complete run returns at
 once unless asked to re-evaluate."""
 
-import json
 import os
 
 import pytest
@@ -67,12 +66,13 @@ def test_no_resume_starts_over_without_the_old_checkpoint(tiny_config, capsys):
         ],
     )
     train(config)
-    ckpt = os.path.join(config.train.out_dir, "checkpoint")
-    with open(os.path.join(ckpt, "partial.json"), "w") as f:
-        json.dump({"epoch": 0, "batches_done": 3}, f)  # a stale one
+    stale = os.path.join(
+        config.train.out_dir, "checkpoint", "epoch-0001-batch-000000003"
+    )
+    os.makedirs(stale)  # a stale one
     train(config, resume=False)
     assert "Starting a new run in" in capsys.readouterr().out
-    assert not os.path.exists(os.path.join(ckpt, "partial.json"))
+    assert not os.path.exists(stale)
 
 
 def test_an_out_dir_that_is_a_file_is_a_config_error(tiny_config, tmp_path):

@@ -6,6 +6,7 @@ import os
 import keras
 import numpy as np
 import pytest
+from run_dirs import checkpoint_state
 from run_dirs import checkpoint_weights
 
 from keras_rnnlm.callbacks import TrainingDivergedError
@@ -64,7 +65,7 @@ def test_resume_equals_uninterrupted(tiny_config, tmp_path, dropout):
 
     train(resumed, callbacks=[Epochs()])
     assert epochs == [1]  # only the missing epoch is trained
-    state = json.load(open(tmp_path / "resumed" / "checkpoint" / "state.json"))
+    state = checkpoint_state(tmp_path / "resumed")
     assert state["epoch"] == 1 and len(state["history"]) == 2
     with open(tmp_path / "resumed" / "log.csv") as f:  # appended, no repeat
         assert [line.split(",")[0] for line in f][1:] == ["0", "1"]
@@ -108,9 +109,7 @@ def test_nan_loss_raises_clear_error_and_keeps_checkpoint(tiny_config):
     cfg = apply_overrides(tiny_config, ["train.epochs=3"])
     with pytest.raises(TrainingDivergedError, match="epoch 2"):
         train(cfg, callbacks=[_Poison()])
-    state = json.load(
-        open(os.path.join(cfg.train.out_dir, "checkpoint", "state.json"))
-    )
+    state = checkpoint_state(cfg.train.out_dir)
     assert state["epoch"] == 0  # epoch 1's checkpoint kept, not the NaNs
     weights = checkpoint_weights(cfg)
     assert all(np.isfinite(w).all() for w in weights)

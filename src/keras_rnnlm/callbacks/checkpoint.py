@@ -1,8 +1,30 @@
-"""Best-model checkpoints and full, resumable training checkpoints."""
+"""Best-model checkpoints and full, resumable training checkpoints.
+
+The checkpoints of a run live in ``RUN/checkpoint/``, one folder each,
+named by where the run stands: ``epoch-0003-end`` after three epochs,
+``epoch-0004-batch-000000150`` in the fourth epoch after 150 of its
+batches (:func:`checkpoint_name`). A folder holds
+:data:`~keras_rnnlm.runs.CHECKPOINT_WEIGHTS_FILE` (weights and
+optimizer), :data:`~keras_rnnlm.runs.CHECKPOINT_STATE_FILE`, a mid-epoch
+checkpoint's :data:`~keras_rnnlm.runs.CHECKPOINT_ARRAYS_FILE`, the files
+of callbacks (NT-ASGD's running average) and, written last,
+:data:`~keras_rnnlm.runs.CHECKPOINT_MANIFEST_FILE`: where the run stands
+and the size and SHA-256 of every other file. It is written whole under
+a temporary name (``.tmp-NAME``) and renamed once, so a checkpoint is
+there complete or not at all; the previous checkpoint is removed only
+after the new one is in place (the newest two are kept). Reading one
+(:func:`read_checkpoint`) verifies the manifest, the digests and that
+the weights, the optimizer and the arrays are finite; a resume takes the
+newest checkpoint that verifies (:func:`newest_good_checkpoint`), saying
+in one line why it passed over a newer one.
+"""
 
 import json
 import math
 import os
+import re
+import shutil
+import sys
 import time
 
 import keras
@@ -11,15 +33,28 @@ import numpy as np
 from keras_rnnlm.callbacks.base import StatefulCallback
 from keras_rnnlm.callbacks.base import host_value
 from keras_rnnlm.callbacks.base import sync_model_state
-from keras_rnnlm.runs import BEST_FILE
 from keras_rnnlm.runs import BEST_WEIGHTS_FILE
+from keras_rnnlm.runs import CHECKPOINT_ARRAYS_FILE
 from keras_rnnlm.runs import CHECKPOINT_DIR
+from keras_rnnlm.runs import CHECKPOINT_MANIFEST_FILE
 from keras_rnnlm.runs import CHECKPOINT_STATE_FILE
 from keras_rnnlm.runs import CHECKPOINT_WEIGHTS_FILE
-from keras_rnnlm.runs import PARTIAL_STATE_FILE
-from keras_rnnlm.runs import atomic_write_text
+from keras_rnnlm.runs import RunFileError
+from keras_rnnlm.runs import file_digest
 from keras_rnnlm.runs import is_writer
 from keras_rnnlm.runs import local_scope
+from keras_rnnlm.runs import weights_file_problem
+from keras_rnnlm.runs import write_best_weights
+from keras_rnnlm.runs import write_point
+
+#: Checkpoints kept: the newest and the one before it (a fallback).
+KEEP_CHECKPOINTS = 2
+
+_NAME = re.compile(r"^epoch-(\d+)-(?:end|batch-(\d+))$")
+
+# What every checkpoint's state holds, and a mid-epoch one's too.
+_STATE_KEYS = ("epoch", "history", "callbacks", "stream")
+_MID_EPOCH_KEYS = ("batches_done", "progress")
 
 
 class CheckpointWriteError(OSError):
@@ -48,62 +83,233 @@ def finite_training_state(model):
     return True
 
 
+# -- the checkpoint folders --------------------------------------------------
+
+
+def checkpoint_name(epochs_done, batches_done=0):
+    """The folder of the checkpoint after ``epochs_done`` whole epochs and
+    ``batches_done`` batches of the next one: ``epoch-0003-end``,
+    ``epoch-0004-batch-000000150``."""
+    if batches_done:
+        return f"epoch-{epochs_done + 1:04d}-batch-{int(batches_done):09d}"
+    return f"epoch-{epochs_done:04d}-end"
+
+
+def _position(name):
+    """``(epochs_done, batches_done)`` of a checkpoint folder's name, or
+    ``None`` for another name."""
+    m = _NAME.match(name)
+    if m is None:
+        return None
+    if m[2] is None:
+        return int(m[1]), 0
+    return int(m[1]) - 1, int(m[2])
+
+
+def checkpoints(run_dir):
+    """The checkpoint folders of ``run_dir``, newest first (whatever their
+    contents: :func:`read_checkpoint` checks them)."""
+    directory = os.path.join(run_dir, CHECKPOINT_DIR)
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = [
+        (_position(name), name)
+        for name in names
+        if _position(name) is not None
+        and os.path.isdir(os.path.join(directory, name))
+    ]
+    return [os.path.join(directory, name) for _, name in sorted(found)[::-1]]
+
+
+def _read_json(path):
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise RunFileError(f"{path}: missing") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RunFileError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise RunFileError(f"{path}: not a JSON object")
+    return data
+
+
+def _write_json(path, data):
+    with open(path, "w") as f:
+        f.write(json.dumps(data, indent=2))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _file_entry(path):
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())  # on disk before the manifest vouches for it
+    return {"bytes": os.path.getsize(path), "sha256": file_digest(path)}
+
+
+def _fsync_dir(directory):
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return  # a system that cannot open directories
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def read_checkpoint(path):
+    """The manifest and the state of the checkpoint folder ``path``,
+    verified: the manifest lists the weights and the state, every file it
+    lists has its size and SHA-256, the weights and optimizer variables
+    and the arrays are finite, and the state has its keys. Raises
+    :class:`~keras_rnnlm.runs.RunFileError` naming the first file that
+    fails."""
+    manifest_path = os.path.join(path, CHECKPOINT_MANIFEST_FILE)
+    if not os.path.exists(manifest_path):
+        raise RunFileError(
+            f"{manifest_path}: missing (written last: the checkpoint is "
+            "incomplete)"
+        )
+    manifest = _read_json(manifest_path)
+    files = manifest.get("files")
+    needed = (CHECKPOINT_WEIGHTS_FILE, CHECKPOINT_STATE_FILE)
+    if not isinstance(files, dict) or any(n not in files for n in needed):
+        raise RunFileError(
+            f"{manifest_path}: does not list the checkpoint's "
+            f"{' and '.join(needed)}"
+        )
+    for name, entry in files.items():
+        file = os.path.join(path, name)
+        if not os.path.exists(file):
+            raise RunFileError(f"{file}: missing")
+        size = os.path.getsize(file)
+        if not isinstance(entry, dict) or size != entry.get("bytes"):
+            raise RunFileError(
+                f"{file}: {size} bytes, not the {entry.get('bytes')} that "
+                f"{CHECKPOINT_MANIFEST_FILE} records (a truncated or "
+                "replaced file)"
+            )
+        if file_digest(file) != entry.get("sha256"):
+            raise RunFileError(
+                f"{file}: its SHA-256 is not the one "
+                f"{CHECKPOINT_MANIFEST_FILE} records (a corrupt file)"
+            )
+    weights = os.path.join(path, CHECKPOINT_WEIGHTS_FILE)
+    problem = weights_file_problem(weights)
+    if problem:
+        raise RunFileError(f"{weights}: {problem}")
+    if CHECKPOINT_ARRAYS_FILE in files:
+        _check_finite_arrays(os.path.join(path, CHECKPOINT_ARRAYS_FILE))
+    state_path = os.path.join(path, CHECKPOINT_STATE_FILE)
+    state = _read_json(state_path)
+    keys = _STATE_KEYS + (
+        _MID_EPOCH_KEYS if manifest.get("batches_done") else ()
+    )
+    for key in keys:
+        if key not in state:
+            raise RunFileError(f"{state_path}: lacks {key!r}")
+    return manifest, state
+
+
+def _check_finite_arrays(path):
+    try:
+        with np.load(path) as f:
+            bad = [
+                k
+                for k in f.files
+                if f[k].dtype.kind == "f" and not np.all(np.isfinite(f[k]))
+            ]
+    except (OSError, ValueError, KeyError) as e:
+        raise RunFileError(f"{path}: not a readable array file ({e})") from e
+    if bad:
+        raise RunFileError(f"{path}: non-finite values in {bad[0]}")
+
+
+def newest_good_checkpoint(run_dir, say=None):
+    """``(path, manifest, state)`` of the newest checkpoint of ``run_dir``
+    that :func:`read_checkpoint` verifies, or ``None`` when there is none.
+    A newer one that fails is passed over, in one line to ``say`` (if
+    given); when every one fails, the newest one's
+    :class:`~keras_rnnlm.runs.RunFileError` is raised."""
+    failed = []
+    for path in checkpoints(run_dir):
+        try:
+            manifest, state = read_checkpoint(path)
+        except RunFileError as e:
+            failed.append(e)
+            continue
+        if failed and say is not None:
+            for e in failed:
+                say(f"passing over a bad checkpoint: {e}; using {path}")
+        return path, manifest, state
+    if failed:
+        raise RunFileError(
+            f"{failed[0]}; no checkpoint of {run_dir} is whole: start over "
+            "with --no-resume"
+        )
+    return None
+
+
 def saved_progress(run_dir):
-    """Where the checkpoint of the run directory ``run_dir`` stands, read
-    from its files alone (no model): ``{"checkpoint": the checkpoint
-    directory (absolute) or None, "epochs_done": whole epochs saved,
-    "batches_done": batches of the next epoch saved (a mid-epoch
-    checkpoint), "epoch_batches": that epoch's number of batches (or
-    None), "stopped": whether a callback stopped training at the last
-    saved epoch (NT-ASGD's stop_on_nonmono)}``."""
-    directory = os.path.abspath(os.path.join(run_dir, CHECKPOINT_DIR))
-    state = None
-    state_path = os.path.join(directory, CHECKPOINT_STATE_FILE)
-    if os.path.exists(state_path) and os.path.exists(
-        os.path.join(directory, CHECKPOINT_WEIGHTS_FILE)
-    ):
-        with open(state_path) as f:
-            state = json.load(f)
-    partial = _read_partial(directory, state)
-    epochs_done = 0 if state is None else int(state["epoch"]) + 1
+    """Where the newest checkpoint of the run directory ``run_dir``
+    stands, from its name and manifest alone (nothing is verified or
+    loaded): ``{"checkpoint": its folder (absolute) or None,
+    "epochs_done": whole epochs done, "batches_done": batches of the next
+    epoch done (a mid-epoch checkpoint), "epoch_batches": that epoch's
+    number of batches (or None), "stopped": whether a callback stopped
+    training at the last epoch (NT-ASGD's stop_on_nonmono)}``."""
+    found = checkpoints(os.path.abspath(run_dir))
+    if not found:
+        return {
+            "checkpoint": None,
+            "epochs_done": 0,
+            "batches_done": 0,
+            "epoch_batches": None,
+            "stopped": False,
+        }
+    path = found[0]
+    epochs_done, batches_done = _position(os.path.basename(path))
+    try:
+        manifest = _read_json(os.path.join(path, CHECKPOINT_MANIFEST_FILE))
+    except RunFileError:
+        manifest = {}
     return {
-        "checkpoint": directory if state or partial else None,
+        "checkpoint": path,
         "epochs_done": epochs_done,
-        "batches_done": int(partial["batches_done"]) if partial else 0,
-        "epoch_batches": partial.get("epoch_batches") if partial else None,
-        "stopped": bool(state and state.get("stopped")),
+        "batches_done": batches_done,
+        "epoch_batches": manifest.get("epoch_batches"),
+        "stopped": bool(manifest.get("stopped")),
     }
 
 
-def _read_partial(directory, epoch_state):
-    """The mid-epoch checkpoint state of the epoch after ``epoch_state``'s
-    (``None`` if there is none, or one left over from an older epoch)."""
-    path = os.path.join(directory, PARTIAL_STATE_FILE)
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        partial = json.load(f)
-    expected = 0 if epoch_state is None else epoch_state["epoch"] + 1
-    if partial["epoch"] != expected:
-        return None  # left over from an older epoch
-    return partial
+def checkpoint_history(run_dir):
+    """The epoch history (one dict an epoch) of the newest good checkpoint
+    of ``run_dir``; ``[]`` without one."""
+    try:
+        found = newest_good_checkpoint(run_dir)
+    except RunFileError:
+        return []
+    return [] if found is None else list(found[2]["history"])
 
 
-def _remove_quietly(*paths):
-    for path in paths:
-        try:
-            os.remove(path)
-        except OSError:
-            pass
+def _remove_tree(path):
+    shutil.rmtree(path, ignore_errors=True)
 
 
 class BestCheckpoint(StatefulCallback):
     """Saves the weights whenever the monitored value improves.
 
     Writes ``<directory>/best.weights.h5`` (model weights only) and
-    ``best.json`` (epoch and value). Place after Validation. With
-    several processes every one tracks the best value, process 0 writes
-    (:func:`~keras_rnnlm.runs.is_writer`).
+    ``best.json`` (epoch, value and SHA-256; the weights before them are
+    kept as ``best.previous.weights.h5``:
+    :func:`~keras_rnnlm.runs.write_best_weights`). Place after
+    Validation. With several processes every one tracks the best value,
+    process 0 writes (:func:`~keras_rnnlm.runs.is_writer`).
 
     Args:
         directory: run directory.
@@ -131,20 +337,15 @@ class BestCheckpoint(StatefulCallback):
             self.best, self.best_epoch = float(value), int(epoch)
             if not is_writer():
                 return
-            tmp = self.path + ".tmp.weights.h5"
             try:
                 os.makedirs(self.directory, exist_ok=True)
                 with local_scope():  # process 0 alone
-                    self.model.save_weights(tmp)
-                os.replace(tmp, self.path)
-                atomic_write_text(
-                    os.path.join(self.directory, BEST_FILE),
-                    json.dumps(
-                        {"epoch": epoch, self.monitor: self.best}, indent=2
-                    ),
-                )
+                    write_best_weights(
+                        self.directory,
+                        self.model.save_weights,
+                        {"epoch": int(epoch), self.monitor: self.best},
+                    )
             except OSError as e:
-                _remove_quietly(tmp)
                 raise CheckpointWriteError(
                     f"Could not write the best weights to {self.path}: {e}"
                 ) from e
@@ -185,32 +386,33 @@ class TrainingCheckpoint(keras.callbacks.Callback):
     """Everything needed to resume a run after it is killed.
 
     After every epoch (it must be the last callback of the list but the
-    progress bar) writes, atomically, to ``<directory>/checkpoint/``:
+    epoch log, the signal handler and the progress bar) writes a
+    checkpoint folder (see the module's docstring), ``epoch-NNNN-end``:
 
-    * ``last.weights.h5``: model weights **and optimizer state** (iteration
-      count, momenta; Keras saves the compiled optimizer with the weights);
+    * the model weights **and optimizer state** (iteration count,
+      momenta; Keras saves the compiled optimizer with the weights);
     * ``state.json``: the finished epoch, the epoch-log history, every
-      :class:`StatefulCallback`'s state, the data stream's state and the
-      random-number state: every ``keras.random.SeedGenerator`` state of
-      the model's layers (dropout masks), which ``save_weights`` does not
-      store; without it a resumed run would redraw the first epoch's
-      masks.
+      :class:`StatefulCallback`'s state (a callback with
+      ``get_checkpoint_state(folder)`` writes its own files into the
+      folder, and gets them back with ``set_checkpoint_state(state,
+      folder)``), the data stream's state and the random-number state:
+      every ``keras.random.SeedGenerator`` state of the model's layers
+      (dropout masks), which ``save_weights`` does not store; without it
+      a resumed run would redraw the first epoch's masks;
+    * the manifest, written last.
 
     **Mid-epoch checkpoints** (``every_steps`` / ``every_minutes``; epochs
     of WikiText-103, or of WikiText-2 on one CPU core, take hours): during
     an epoch, every ``every_steps`` batches or ``every_minutes`` minutes,
-    it also writes ``partial-K.weights.h5`` (weights and optimizer),
-    ``partial-K.npz`` (every non-trainable variable of the model -- the
-    recurrent state carried to the next batch, the seed generators, AR/TAR
-    buffers -- and the metrics' running totals of the epoch) and
-    ``partial.json`` (the epoch, the number of batches done, the callbacks'
-    states, e.g. NT-ASGD's running average, and the epoch progress of
-    callbacks with ``get_epoch_progress``), the JSON last: it names the
-    files of its own save, so a kill in the middle of a save leaves the
-    previous consistent one. The epoch's checkpoint removes them. A run
-    resumed from one continues the epoch at the next batch with the same
-    carried state, dropout masks, windows and averages: its weights and
-    its epoch log equal an uninterrupted run's (tested).
+    it also writes a folder ``epoch-NNNN-batch-BBBBBBBBB`` with the
+    weights and optimizer, ``arrays.npz`` (every non-trainable variable
+    of the model -- the recurrent state carried to the next batch, the
+    seed generators, AR/TAR buffers -- and the metrics' running totals of
+    the epoch) and a ``state.json`` that adds the number of batches done
+    and the epoch progress of callbacks with ``get_epoch_progress``. A
+    run resumed from one continues the epoch at the next batch with the
+    same carried state, dropout masks, windows and averages: its weights
+    and its epoch log equal an uninterrupted run's (tested).
 
     **Only good states are kept.** A checkpoint is written only when the
     logs since the previous one are finite and so are the model's weights
@@ -223,10 +425,11 @@ class TrainingCheckpoint(keras.callbacks.Callback):
     :class:`CheckpointWriteError`: the newest checkpoint on disk is always
     a whole one.
 
-    :meth:`restore` loads the newest checkpoint into a freshly built,
-    compiled model and returns the epoch to continue from (``initial_epoch``
-    of ``fit``); :attr:`resume_batches` is the number of that epoch's
-    batches already done (0 after an epoch checkpoint).
+    :meth:`restore` loads the newest good checkpoint
+    (:func:`newest_good_checkpoint`) into a freshly built, compiled model
+    and returns the epoch to continue from (``initial_epoch`` of ``fit``);
+    :attr:`resume_batches` is the number of that epoch's batches already
+    done (0 after an epoch checkpoint).
 
     **Several processes** (``keras.distribution.initialize``): every
     process runs the checks and gathers what a checkpoint holds (the
@@ -255,6 +458,7 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         every_minutes=None,
     ):
         super().__init__()
+        self.run_dir = directory
         self.directory = os.path.join(directory, CHECKPOINT_DIR)
         self.callbacks = list(callbacks)
         self.stream = stream
@@ -270,26 +474,13 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         self.history = []
         self.resume_batches = 0
         self.diverged = None
-        self._unconfirmed = None
-        self._pending = None
+        self._unconfirmed = None  # the newest mid-epoch checkpoint's folder
+        self._pending = None  # (folder, state) of the checkpoint resumed
         self._pending_metrics = None
         self._epoch = 0
-        self._counter = 0
         self._saved_at = None
         self._since = 0
         self._clock = time.monotonic()
-
-    @property
-    def weights_path(self):
-        return os.path.join(self.directory, CHECKPOINT_WEIGHTS_FILE)
-
-    @property
-    def state_path(self):
-        return os.path.join(self.directory, CHECKPOINT_STATE_FILE)
-
-    @property
-    def partial_state_path(self):
-        return os.path.join(self.directory, PARTIAL_STATE_FILE)
 
     def _stateful(self):
         return [c for c in self.callbacks if isinstance(c, StatefulCallback)]
@@ -297,7 +488,71 @@ class TrainingCheckpoint(keras.callbacks.Callback):
     def _progress(self):
         return [c for c in self.callbacks if hasattr(c, "get_epoch_progress")]
 
-    # -- epoch checkpoints -------------------------------------------------
+    # -- writing a checkpoint folder -------------------------------------------
+    def _write(self, name, kind, what, state, arrays=None, manifest=None):
+        """Writes the checkpoint folder ``name`` whole (``kind``: the
+        prefix of its named points, :data:`~keras_rnnlm.runs.
+        WRITE_POINTS`); returns its path."""
+        final = os.path.join(self.directory, name)
+        tmp = os.path.join(self.directory, f".tmp-{name}")
+        aside = os.path.join(self.directory, f".old-{name}")
+        try:
+            _remove_tree(tmp)
+            os.makedirs(tmp)
+            with local_scope():  # process 0 alone
+                self.model.save_weights(
+                    os.path.join(tmp, CHECKPOINT_WEIGHTS_FILE)
+                )
+            write_point(f"{kind}.weights")
+            if arrays is not None:
+                np.savez(os.path.join(tmp, CHECKPOINT_ARRAYS_FILE), **arrays)
+                write_point(f"{kind}.arrays")
+            state["callbacks"] = self._callback_states(tmp)
+            own = {CHECKPOINT_WEIGHTS_FILE, CHECKPOINT_ARRAYS_FILE}
+            if set(os.listdir(tmp)) - own:
+                write_point(f"{kind}.files")
+            _write_json(os.path.join(tmp, CHECKPOINT_STATE_FILE), state)
+            write_point(f"{kind}.state")
+            files = {
+                n: _file_entry(os.path.join(tmp, n))
+                for n in sorted(os.listdir(tmp))
+            }
+            _write_json(
+                os.path.join(tmp, CHECKPOINT_MANIFEST_FILE),
+                {**(manifest or {}), "files": files},
+            )
+            _fsync_dir(tmp)
+            write_point(f"{kind}.manifest")
+            if os.path.exists(final):  # a checkpoint passed over, redone
+                _remove_tree(aside)
+                os.rename(final, aside)
+            os.rename(tmp, final)
+            _fsync_dir(self.directory)
+            write_point(f"{kind}.renamed")
+            _remove_tree(aside)
+        except OSError as e:
+            _remove_tree(tmp)
+            raise CheckpointWriteError(
+                f"Could not write {what} to {final}: {e}. The previous "
+                "checkpoint is kept; free space or fix the permissions and "
+                "resume."
+            ) from e
+        return final
+
+    def _callback_states(self, folder):
+        states = {}
+        for c in self._stateful():
+            get = getattr(c, "get_checkpoint_state", None)
+            states[c.state_key] = get(folder) if get else c.get_state()
+        return states
+
+    def _prune(self, kind):
+        """Removes all but the newest :data:`KEEP_CHECKPOINTS`."""
+        for path in checkpoints(self.run_dir)[KEEP_CHECKPOINTS:]:
+            _remove_tree(path)
+        write_point(f"{kind}.pruned")
+
+    # -- epoch checkpoints -----------------------------------------------------
     def on_epoch_end(self, epoch, logs=None):
         logs = dict(logs or {})
         if not finite_logs(logs):
@@ -311,44 +566,31 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             *self.history,
             {"epoch": epoch, **{k: float(v) for k, v in logs.items()}},
         ]
+        # a callback (NT-ASGD's stop_on_nonmono) ended the run here
+        stopped = bool(self.model.stop_training) and self.diverged is None
         state = {
             "epoch": epoch,
             "history": history,
-            "callbacks": {c.state_key: c.get_state() for c in self._stateful()},
             "stream": self.stream.get_state() if self.stream else None,
             "seed_generators": seed_generator_states(self.model),
-            # a callback (NT-ASGD's stop_on_nonmono) ended the run here
-            "stopped": bool(self.model.stop_training) and self.diverged is None,
+            "stopped": stopped,
         }
-        # Both files are written in full to temporary names first, then
-        # renamed over the old pair (weights, then the state naming them):
-        # a failed write (read-only or full disk) leaves the previous
-        # checkpoint whole, and only a kill between the two renames can
-        # pair the new weights with the previous state (one epoch re-run).
-        if not is_writer():
-            self.history = history
-            self._unconfirmed = None
-            return
-        tmp = self.weights_path + ".tmp.weights.h5"
-        state_tmp = self.state_path + ".tmp"
-        try:
-            os.makedirs(self.directory, exist_ok=True)
-            with local_scope():  # process 0 alone
-                self.model.save_weights(tmp)
-            with open(state_tmp, "w") as f:
-                f.write(json.dumps(state, indent=2))
-            os.replace(tmp, self.weights_path)
-            os.replace(state_tmp, self.state_path)
-        except OSError as e:
-            _remove_quietly(tmp, state_tmp)
-            raise CheckpointWriteError(
-                f"Could not write the checkpoint of epoch {epoch + 1} to "
-                f"{self.directory}: {e}. The previous checkpoint is kept; "
-                "free space or fix the permissions and resume."
-            ) from e
+        if is_writer():
+            self._write(
+                checkpoint_name(epoch + 1),
+                "checkpoint",
+                f"the checkpoint of epoch {epoch + 1}",
+                state,
+                manifest={
+                    "epochs_done": epoch + 1,
+                    "batches_done": 0,
+                    "epoch_batches": None,
+                    "stopped": stopped,
+                },
+            )
+            self._prune("checkpoint")
         self.history = history
         self._unconfirmed = None
-        self._remove_partials()
 
     def _diverge(self, epoch, what):
         if self.diverged is None:  # the first sign
@@ -356,33 +598,24 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         self.model.stop_training = True
 
     def newest(self):
-        """A description of the newest checkpoint on disk (``None`` if
-        there is none): what a resume starts from."""
-        partial = None
-        state = None
-        if self.exists():
-            with open(self.state_path) as f:
-                state = json.load(f)
-        partial = self._read_partial(state)
-        if partial is not None:
+        """A description of the newest good checkpoint on disk (``None``
+        if there is none): what a resume starts from."""
+        try:
+            found = newest_good_checkpoint(self.run_dir)
+        except RunFileError:
+            return None
+        if found is None:
+            return None
+        path, manifest, state = found
+        if manifest.get("batches_done"):
             return (
-                f"{os.path.join(self.directory, partial['weights'])} (epoch "
-                f"{partial['epoch'] + 1} after {partial['batches_done']} "
-                "batches)"
+                f"{path} (epoch {state['epoch'] + 1} after "
+                f"{state['batches_done']} batches)"
             )
-        if state is not None:
-            last = state["history"][-1] if state["history"] else {}
-            val = last.get("val_loss")
-            tail = f", val_loss {val:.4f}" if val is not None else ""
-            return (
-                f"{self.weights_path} (end of epoch {state['epoch'] + 1}{tail})"
-            )
-        return None
-
-    def exists(self):
-        return os.path.exists(self.state_path) and os.path.exists(
-            self.weights_path
-        )
+        last = state["history"][-1] if state["history"] else {}
+        val = last.get("val_loss")
+        tail = f", val_loss {val:.4f}" if val is not None else ""
+        return f"{path} (end of epoch {state['epoch'] + 1}{tail})"
 
     # -- mid-epoch checkpoints ---------------------------------------------
     def on_epoch_begin(self, epoch, logs=None):
@@ -390,11 +623,12 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         self._since = 0
         self._clock = time.monotonic()
         pending, self._pending = self._pending, None
-        if pending is not None and pending["epoch"] == epoch:
-            self._apply_partial_arrays(pending)
+        if pending is not None and pending[1]["epoch"] == epoch:
+            folder, state = pending
+            self._apply_partial_arrays(folder)
             for c in self._progress():
-                if c.state_key in pending["progress"]:
-                    c.set_epoch_progress(pending["progress"][c.state_key])
+                if c.state_key in state["progress"]:
+                    c.set_epoch_progress(state["progress"][c.state_key])
 
     def on_train_batch_end(self, batch, logs=None):
         if self._pending_metrics is not None:
@@ -444,59 +678,20 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         self._save_partial(done)
 
     def progress(self):
-        """:func:`saved_progress` of the run, with the number of batches
-        of a mid-epoch checkpoint's epoch from the stream."""
-        progress = saved_progress(os.path.dirname(self.directory))
-        if (
-            progress["batches_done"]
-            and progress["epoch_batches"] is None
-            and self.stream is not None
-            and self.stream.epoch == progress["epochs_done"]
-        ):
-            progress["epoch_batches"] = self.stream.start + len(self.stream)
-        return progress
+        """:func:`saved_progress` of the run."""
+        return saved_progress(self.run_dir)
 
     def _confirm(self, good):
-        tag, previous = self._unconfirmed
-        self._unconfirmed = None
+        folder, self._unconfirmed = self._unconfirmed, None
         if not is_writer():
             return
         if good:
-            self._remove_partials(keep=tag)
-            return
-        # exploded weights: the previous checkpoint is the newest again
-        if previous is None:
-            _remove_quietly(self.partial_state_path)
-        else:
-            atomic_write_text(self.partial_state_path, previous)
-        self._remove_tag(tag)
-
-    def _remove_tag(self, tag):
-        """Removes the files of the mid-epoch checkpoint ``tag``."""
-        if os.path.isdir(self.directory):
-            for name in os.listdir(self.directory):
-                if f"{tag}." in name:
-                    _remove_quietly(os.path.join(self.directory, name))
+            self._prune("mid_epoch_checkpoint")
+        else:  # exploded weights: the previous checkpoint is the newest
+            _remove_tree(folder)
 
     def _save_partial(self, batches_done):
         self._saved_at = (self._epoch, int(batches_done))
-        self._counter += 1
-        tag = f"partial-{self._counter}"
-        weights = f"{tag}.weights.h5"
-        arrays = f"{tag}.npz"
-        try:
-            self._write_partial(batches_done, tag, weights, arrays)
-        except OSError as e:
-            self._counter -= 1
-            self._remove_tag(tag)
-            _remove_quietly(self.partial_state_path + ".tmp")
-            raise CheckpointWriteError(
-                f"Could not write a mid-epoch checkpoint to "
-                f"{self.directory}: {e}. The previous checkpoint is kept; "
-                "free space or fix the permissions and resume."
-            ) from e
-
-    def _write_partial(self, batches_done, tag, weights, arrays):
         # gathered in every process (collectives), written by one
         values = {
             **{
@@ -508,32 +703,16 @@ class TrainingCheckpoint(keras.callbacks.Callback):
                 for i, v in enumerate(self.model.metrics_variables)
             },
         }
+        name = checkpoint_name(self._epoch, batches_done)
         if not is_writer():
-            self._unconfirmed = (tag, None)
+            self._unconfirmed = name
             return
-        os.makedirs(self.directory, exist_ok=True)
-        previous = None
-        if os.path.exists(self.partial_state_path):
-            with open(self.partial_state_path) as f:
-                previous = f.read()
-        with local_scope():  # process 0 alone
-            self.model.save_weights(os.path.join(self.directory, weights))
-        np.savez(os.path.join(self.directory, arrays), **values)
-        callbacks = {}
-        for c in self._stateful():
-            get = getattr(c, "get_partial_state", None)
-            callbacks[c.state_key] = (
-                get(self.directory, tag) if get else c.get_state()
-            )
+        epoch_batches = self.stream.start + len(self.stream)
         state = {
             "epoch": self._epoch,
             "batches_done": int(batches_done),
-            "epoch_batches": self.stream.start + len(self.stream),
-            "counter": self._counter,
-            "weights": weights,
-            "arrays": arrays,
+            "epoch_batches": epoch_batches,
             "history": self.history,
-            "callbacks": callbacks,
             "progress": {
                 c.state_key: c.get_epoch_progress() for c in self._progress()
             },
@@ -543,35 +722,28 @@ class TrainingCheckpoint(keras.callbacks.Callback):
                 "start": int(batches_done),
             },
         }
-        atomic_write_text(self.partial_state_path, json.dumps(state, indent=2))
-        # the previous checkpoint's files stay until the next batch
-        # confirms this one (:meth:`_confirm`)
-        self._unconfirmed = (tag, previous)
-
-    def _remove_partials(self, keep=None):
-        if not os.path.isdir(self.directory):
-            return
-        if keep is None and os.path.exists(self.partial_state_path):
-            os.remove(self.partial_state_path)
-        for name in os.listdir(self.directory):
-            if "partial-" in name and (keep is None or f"{keep}." not in name):
-                os.remove(os.path.join(self.directory, name))
-
-    def _read_partial(self, epoch_state):
-        return _read_partial(self.directory, epoch_state)
-
-    def _load_partial_arrays(self, partial):
-        path = os.path.join(self.directory, partial["arrays"])
-        with np.load(path) as f:
-            arrays = {k: f[k] for k in f.files}
-        return path, arrays
+        # the previous checkpoint stays until the next batch confirms this
+        # one (:meth:`_confirm`)
+        self._unconfirmed = self._write(
+            name,
+            "mid_epoch_checkpoint",
+            "a mid-epoch checkpoint",
+            state,
+            arrays=values,
+            manifest={
+                "epochs_done": self._epoch,
+                "batches_done": int(batches_done),
+                "epoch_batches": epoch_batches,
+                "stopped": False,
+            },
+        )
 
     @staticmethod
     def _check_arrays(path, arrays, prefix, variables):
         n = sum(1 for k in arrays if k.startswith(prefix))
         if n != len(variables):
             kind = "metric" if prefix == "m" else "non-trainable"
-            raise ValueError(
+            raise RunFileError(
                 f"{path} holds {n} {kind} variables but the model has "
                 f"{len(variables)}: was the model config changed since the "
                 "checkpoint?"
@@ -580,7 +752,7 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         for i, v in enumerate(variables):
             value = arrays[f"{prefix}{i}"]
             if tuple(value.shape) != tuple(v.shape):
-                raise ValueError(
+                raise RunFileError(
                     f"{path}: variable {v.path} has shape {v.shape}, the "
                     f"checkpoint {value.shape}: was the model config "
                     "changed since the checkpoint?"
@@ -588,8 +760,10 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             out.append((v, value.astype(v.dtype)))
         return out
 
-    def _apply_partial_arrays(self, partial):
-        path, arrays = self._load_partial_arrays(partial)
+    def _apply_partial_arrays(self, folder):
+        path = os.path.join(folder, CHECKPOINT_ARRAYS_FILE)
+        with np.load(path) as f:
+            arrays = {k: f[k] for k in f.files}
         pairs = self._check_arrays(
             path, arrays, "v", self.model.non_trainable_variables
         )
@@ -617,36 +791,75 @@ class TrainingCheckpoint(keras.callbacks.Callback):
 
     # -- resume --------------------------------------------------------------
     def restore(self, model):
-        """Loads the newest checkpoint; returns the next epoch to run (0 if
-        none) and sets :attr:`resume_batches`."""
-        state = None
-        if self.exists():
-            with open(self.state_path) as f:
-                state = json.load(f)
-        partial = self._read_partial(state)
+        """Loads the newest good checkpoint (passing over, in one line on
+        stderr, a newer one that does not verify); returns the next epoch
+        to run (0 if none) and sets :attr:`resume_batches`. Raises
+        :class:`~keras_rnnlm.runs.RunFileError` when there are
+        checkpoints but none is good, or one does not fit ``model``."""
         self.resume_batches = 0
-        if state is None and partial is None:
+        if is_writer():
+            self._remove_leftovers()
+        found = newest_good_checkpoint(self.run_dir, say=_say)
+        if found is None:
+            self._refuse_older_layout()
             return 0
+        folder, manifest, state = found
         if model.optimizer is not None and not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
-        source = partial or state
-        if partial is not None:
-            model.load_weights(os.path.join(self.directory, partial["weights"]))
-            self._counter = int(partial["counter"])
+        weights = os.path.join(folder, CHECKPOINT_WEIGHTS_FILE)
+        try:
+            model.load_weights(weights)
+        except ValueError as e:
+            raise RunFileError(
+                f"{weights}: does not fit the model of the run's config "
+                f"({str(e).splitlines()[0]})"
+            ) from e
+        mid_epoch = bool(manifest.get("batches_done"))
+        if mid_epoch:
             # The non-trainable variables (carried state, seed generators)
             # and the metrics' totals are applied when the epoch begins,
             # after the epoch-begin resets.
-            self._pending = partial
-            self.resume_batches = int(partial["batches_done"])
+            self._pending = (folder, state)
+            self.resume_batches = int(state["batches_done"])
         else:
-            model.load_weights(self.weights_path)
             set_seed_generator_states(model, state.get("seed_generators", {}))
         for c in self._stateful():
-            if c.state_key in source["callbacks"]:
-                c.set_state(source["callbacks"][c.state_key])
-        if self.stream is not None and source.get("stream"):
-            self.stream.set_state(source["stream"])
-        self.history = source["history"]
-        if partial is not None:
-            return int(partial["epoch"])
+            if c.state_key not in state["callbacks"]:
+                continue
+            set_saved = getattr(c, "set_checkpoint_state", None)
+            if set_saved is not None:
+                set_saved(state["callbacks"][c.state_key], folder)
+            else:
+                c.set_state(state["callbacks"][c.state_key])
+        if self.stream is not None and state.get("stream"):
+            self.stream.set_state(state["stream"])
+        self.history = list(state["history"])
+        self._saved_at = None
+        if mid_epoch:
+            return int(state["epoch"])
         return int(state["epoch"]) + 1
+
+    def _remove_leftovers(self):
+        """Removes what a killed write left (``.tmp-*``, ``.old-*``)."""
+        if not os.path.isdir(self.directory):
+            return
+        for name in os.listdir(self.directory):
+            if name.startswith((".tmp-", ".old-")):
+                _remove_tree(os.path.join(self.directory, name))
+
+    def _refuse_older_layout(self):
+        older = [
+            n
+            for n in ("last.weights.h5", "state.json", "partial.json")
+            if os.path.exists(os.path.join(self.directory, n))
+        ]
+        if older:
+            raise RunFileError(
+                f"{self.directory} holds a checkpoint in a layout this "
+                f"version does not resume ({', '.join(older)}; no checkpoint "
+                "folders): start over with --no-resume"
+            )
+
+
+def _say(message):
+    print(message, file=sys.stderr)

@@ -11,7 +11,7 @@ write lets them finish: the run stops after them, at the epoch's
 checkpoint or at the batch just saved. A second signal ends the process
 at once (the system's default action, even inside a long TensorFlow op),
 without writing anything more; the checkpoints on disk are whole, since
-every checkpoint is written under temporary names and renamed.
+every checkpoint is written under a temporary name and renamed.
 """
 
 import contextlib
@@ -34,8 +34,8 @@ class TrainingInterrupted(KeyboardInterrupt):
     Attributes:
         signum: the signal (``signal.SIGINT`` or ``signal.SIGTERM``).
         directory: the run directory.
-        checkpoint: the newest checkpoint file on disk (what a resume
-            starts from), or ``None`` when there is none yet.
+        checkpoint: the newest checkpoint on disk (its folder: what a
+            resume starts from), or ``None`` when there is none yet.
         epoch: the 1-based epoch a resume continues in.
         batch: the batches of that epoch already done (0: a resume
             starts at the beginning of ``epoch``).
@@ -113,7 +113,7 @@ class StopOnSignal(keras.callbacks.Callback):
         handled: the main thread of a single-process run), restores the
         previous ones after it, and raises :class:`TrainingInterrupted`
         for a signal that arrived after the last batch's check."""
-        if not _can_handle_signals():
+        if not can_handle_signals():
             yield
             return
         previous = {s: signal.getsignal(s) for s in SIGNALS}
@@ -148,24 +148,35 @@ class StopOnSignal(keras.callbacks.Callback):
     def _interrupted(self):
         if self.checkpoint is None:
             return TrainingInterrupted(self.requested, ".", None, 1)
-        progress = self.checkpoint.progress()
-        return TrainingInterrupted(
+        return interrupted_at(
             self.requested,
-            os.path.dirname(self.checkpoint.directory),
-            progress["checkpoint"],
-            progress["epochs_done"] + 1,
-            progress["batches_done"],
-            progress["epoch_batches"],
+            self.checkpoint.run_dir,
+            self.checkpoint.progress(),
         )
 
 
-def _can_handle_signals():
+def interrupted_at(signum, run_dir, progress):
+    """The :class:`TrainingInterrupted` of signal ``signum`` in the run
+    directory ``run_dir``, whose newest checkpoint stands at ``progress``
+    (:func:`~keras_rnnlm.callbacks.checkpoint.saved_progress`)."""
+    return TrainingInterrupted(
+        signum,
+        run_dir,
+        progress["checkpoint"],
+        progress["epochs_done"] + 1,
+        progress["batches_done"],
+        progress["epoch_batches"],
+    )
+
+
+def can_handle_signals():
+    """Whether this thread can handle signals for a run: the main thread
+    of a single-process run (the processes of a multi-process run must
+    stop at the same batch, not on a signal that one of them received)."""
     if threading.current_thread() is not threading.main_thread():
         return False
     if keras.backend.backend() == "jax":
         import jax  # the JAX backend (checked above)
 
-        # several processes must stop at the same batch: not on a signal
-        # that one of them received
         return jax.process_count() == 1
     return True

@@ -23,6 +23,7 @@ from keras_rnnlm.runs import METADATA_FILE
 from keras_rnnlm.runs import METADATA_LOG_FILE
 from keras_rnnlm.runs import atomic_write_text
 from keras_rnnlm.runs import is_writer
+from keras_rnnlm.runs import write_point
 
 
 def run_metadata(config_dict, extra=None):
@@ -265,7 +266,9 @@ class EpochLog(keras.callbacks.Callback):
     :class:`~keras_rnnlm.callbacks.checkpoint.TrainingCheckpoint` when
     training begins (a resumed run: the checkpoint's epochs, whatever a
     kill or a divergence left in the file) and after every epoch (place it
-    after the checkpoint, which records only finite epochs that it saved).
+    after the checkpoint, which records only finite epochs that it saved);
+    the trainer rewrites it too when it finds a run complete (a kill after
+    the last checkpoint, before the log).
     Columns: ``epoch``, then the sorted log keys.
     """
 
@@ -281,6 +284,7 @@ class EpochLog(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if is_writer():
             write_epoch_log(self.path, self.checkpoint.history)
+            write_point("log.written")
 
 
 def write_epoch_log(path, history):

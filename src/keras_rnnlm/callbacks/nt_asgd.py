@@ -23,10 +23,10 @@ The callback is split in two because Keras calls ``on_epoch_end`` in list
 order: :attr:`NTASGD.swap_in` must be placed BEFORE the Validation
 callback (it puts the averaged weights in), the :class:`NTASGD` itself
 after the best-model checkpoint and BEFORE the resumable checkpoint (it
-decides on the switch and puts the raw weights back, so ``last.weights.h5``
-holds the raw iterate). Its state (history, switch epoch, number of
-averaged iterates and the running average, in ``<directory>/checkpoint/``)
-survives a resume.
+decides on the switch and puts the raw weights back, so the checkpoint's
+weights are the raw iterate). Its state (history, switch epoch, number of
+averaged iterates and the running average, a file of the checkpoint:
+:meth:`NTASGD.get_checkpoint_state`) survives a resume.
 """
 
 import math
@@ -38,7 +38,6 @@ from keras import ops
 
 from keras_rnnlm.callbacks.base import StatefulCallback
 from keras_rnnlm.callbacks.base import sync_model_state
-from keras_rnnlm.runs import CHECKPOINT_DIR
 from keras_rnnlm.runs import is_writer
 
 DEFAULT_NONMONO = 5  # the reference code's default interval
@@ -78,8 +77,7 @@ class NTASGD(StatefulCallback):
     """NT-ASGD weight averaging and switch (see the module docstring).
 
     Args:
-        directory: run directory (the running average is saved in its
-            ``checkpoint/`` subdirectory for resume).
+        directory: run directory.
         nonmono: the non-monotone interval ``n`` (AWD/MoS 5, DOC 60).
         start_averaging: average from the first step (finetuning).
         stop_when_triggered: stop training when the condition fires while
@@ -132,17 +130,6 @@ class NTASGD(StatefulCallback):
         if self._average is None:
             return None
         return [ops.convert_to_numpy(a) for a in self._average]
-
-    def on_train_begin(self, logs=None):
-        if self._average is None and self.average_file and self.n_averaged:
-            path = os.path.join(
-                self.directory, CHECKPOINT_DIR, self.average_file
-            )
-            with np.load(path) as f:
-                self._average = [
-                    ops.convert_to_tensor(f[f"w{i}"])
-                    for i in range(len(f.files))
-                ]
 
     def on_train_batch_end(self, batch, logs=None):
         if not self.averaging:
@@ -198,49 +185,42 @@ class NTASGD(StatefulCallback):
                     self.stopped_epoch = int(epoch)
                     self.model.stop_training = True
                 self.history.append(value)
-            self._save_average(epoch)
         finally:
             self._swap_out()
             logs["asgd"] = 1.0 if self.averaging else 0.0
 
-    def _save_average(self, epoch):
-        if self._average is None:
-            return
-        directory = os.path.join(self.directory, CHECKPOINT_DIR)
-        name = f"nt_asgd_average.e{epoch}.npz"
-        if not is_writer():  # process 0 of several writes
-            self.average_file = name
-            return
-        os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, name + ".tmp.npz")
-        np.savez(
-            tmp,
-            **{f"w{i}": w for i, w in enumerate(self.average_weights())},
-        )
-        os.replace(tmp, os.path.join(directory, name))
-        previous, self.average_file = self.average_file, name
-        # Keep the file the last state.json points at until it is replaced.
-        for old in os.listdir(directory):
-            if (
-                old.startswith("nt_asgd_average.e")
-                and old not in (name, previous)
-                and old.endswith(".npz")
-            ):
-                os.remove(os.path.join(directory, old))
+    #: The running average's file in a checkpoint folder.
+    AVERAGE_FILE = "nt_asgd_average.npz"
 
-    def get_partial_state(self, directory, tag):
-        """The state for a mid-epoch checkpoint: the running average so
-        far is written to ``<directory>/nt_asgd_average.<tag>.npz`` (the
-        checkpoint removes it with the rest of its ``tag`` files)."""
+    def get_checkpoint_state(self, folder):
+        """The state for a checkpoint: the running average so far is
+        written to ``folder`` (the checkpoint's, before its manifest) as
+        :attr:`AVERAGE_FILE`."""
         state = self.get_state()
-        if self._average is not None and is_writer():
-            name = f"nt_asgd_average.{tag}.npz"
-            np.savez(
-                os.path.join(directory, name),
-                **{f"w{i}": w for i, w in enumerate(self.average_weights())},
-            )
-            state["average_file"] = name
+        state["average_file"] = None
+        if self._average is not None:
+            state["average_file"] = self.AVERAGE_FILE
+            if is_writer():  # process 0 of several writes
+                np.savez(
+                    os.path.join(folder, self.AVERAGE_FILE),
+                    **{
+                        f"w{i}": w for i, w in enumerate(self.average_weights())
+                    },
+                )
         return state
+
+    def set_checkpoint_state(self, state, folder):
+        """Restores :meth:`get_checkpoint_state` (the average from the
+        checkpoint ``folder``)."""
+        self.set_state(state)
+        self._average = None
+        if self.average_file and self.n_averaged:
+            path = os.path.join(folder, self.average_file)
+            with np.load(path) as f:
+                self._average = [
+                    ops.convert_to_tensor(f[f"w{i}"])
+                    for i in range(len(f.files))
+                ]
 
     def get_config(self):
         return {

@@ -1,7 +1,8 @@
 """The command line's one error policy.
 
 A user error (a bad config key or value, a missing or corrupt corpus, an
-unreadable or missing file, a malformed input file, a bad combination of
+unreadable or missing file, a corrupt file of a run, a run directory in
+use by another training, a malformed input file, a bad combination of
 flags) prints one line, ``keras-rnnlm COMMAND: error: MESSAGE`` (a
 recipe script: ``SCRIPT.py: error: MESSAGE``), and exits with status 2.
 ``--debug`` (or ``KERAS_RNNLM_DEBUG=1``) re-raises instead, so the
@@ -24,6 +25,8 @@ from keras_rnnlm.callbacks import TrainingDivergedError
 from keras_rnnlm.callbacks import TrainingInterrupted
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.data.errors import DataError
+from keras_rnnlm.runs import RunFileError
+from keras_rnnlm.runs import RunLockedError
 from keras_rnnlm.scoring.nbest import NBestFormatError
 
 USER_ERRORS = (
@@ -32,6 +35,8 @@ USER_ERRORS = (
     NBestFormatError,
     TrainingDivergedError,
     CheckpointWriteError,
+    RunFileError,
+    RunLockedError,
     FileNotFoundError,
     FileExistsError,
     IsADirectoryError,

@@ -15,9 +15,11 @@ each of the ``batch_size`` streams is context only, and fewer than
 and writes its ``results.json`` and ``model.keras``.
 """
 
+import contextlib
 import json
 import math
 import os
+import tempfile
 
 import keras
 from keras import backend
@@ -36,15 +38,20 @@ from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.state import reset_states
 from keras_rnnlm.models.weights import copy_weights
 from keras_rnnlm.models.weights import load_weights_file
+from keras_rnnlm.runs import CONFIG_FILE
 from keras_rnnlm.runs import MODEL_FILE
 from keras_rnnlm.runs import RESULTS_FILE
+from keras_rnnlm.runs import VOCAB_FILE
+from keras_rnnlm.runs import RunFileError
 from keras_rnnlm.runs import atomic_write_text
 from keras_rnnlm.runs import is_writer
 from keras_rnnlm.runs import load_run
 from keras_rnnlm.runs import load_run_corpus
 from keras_rnnlm.runs import local_scope
+from keras_rnnlm.runs import path_error
 from keras_rnnlm.runs import run_sentence_starts
 from keras_rnnlm.runs import run_weights
+from keras_rnnlm.runs import write_point
 
 
 def eval_jit_compile(jit_compile, batch_size):
@@ -192,14 +199,22 @@ class Evaluator:
             ),
         )
 
-    def load_weights(self, path):
+    def load_weights(self, path, run_dir=None):
         """Loads weights saved by ``save_weights`` of an equivalent model.
 
         The file of a compiled training model also holds its optimizer's
         variables; they are read into an uncompiled twin and only the
-        model weights are copied (no optimizer mismatch warning).
+        model weights are copied (no optimizer mismatch warning). Weights
+        of another model are a :class:`~keras_rnnlm.runs.RunFileError`
+        saying which of the run ``run_dir``'s files disagrees with them
+        (:func:`weights_mismatch`).
         """
-        load_weights_file(self.model, self.model_config, self.vocab_size, path)
+        with explained_mismatch(
+            path, self.model_config, self.vocab_size, run_dir
+        ):
+            load_weights_file(
+                self.model, self.model_config, self.vocab_size, path
+            )
 
     def batches(self, ids):
         """The windowed stream of ``ids``: an
@@ -371,7 +386,7 @@ def evaluate_run(
     results = {"weights": weights}
     for split in splits:
         ev = make_evaluator(config, corpus, batch_sizes[split], bptt)
-        ev.load_weights(weights)
+        ev.load_weights(weights, run_dir)
         r = ev.evaluate(corpus.split(split))
         results[split] = {**r, "batch_size": batch_sizes[split]}
         line = f"{split}: ppl {r['ppl']:.2f}"
@@ -385,13 +400,126 @@ def evaluate_run(
 
 
 def _write_results(run_dir, config, corpus, weights, results):
+    # model.keras first: results.json marks the run evaluated (a kill
+    # between the two evaluates it again)
+    path = os.path.join(run_dir, MODEL_FILE)
+    tmp = f"{path}.tmp.keras"
     with local_scope():
-        atomic_write_text(
-            os.path.join(run_dir, RESULTS_FILE),
-            json.dumps(results, indent=2),
-        )
         stateless = build_language_model(
             config.model, len(corpus.vocab), None, stateful=False
         )
         stateless.load_weights(weights)
-        stateless.save(os.path.join(run_dir, MODEL_FILE))
+        try:
+            stateless.save(tmp)
+            os.replace(tmp, path)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise path_error(e, path) from e
+        write_point("model.written")
+        atomic_write_text(
+            os.path.join(run_dir, RESULTS_FILE),
+            json.dumps(results, indent=2),
+        )
+        write_point("results.written")
+
+
+def load_checked_weights(model, path, model_config, vocab_size, run_dir=None):
+    """``model.load_weights(path)`` (``model``: a builder model of
+    ``model_config`` and ``vocab_size`` tokens), where weights of another
+    model are a :class:`~keras_rnnlm.runs.RunFileError` saying which of
+    the run ``run_dir``'s files disagrees with them, and how
+    (:func:`weights_mismatch`)."""
+    with explained_mismatch(path, model_config, vocab_size, run_dir):
+        model.load_weights(path)
+
+
+@contextlib.contextmanager
+def explained_mismatch(path, model_config, vocab_size, run_dir=None):
+    """Turns the ValueError of loading the weights file ``path`` into a
+    model of ``model_config`` into the one-line
+    :class:`~keras_rnnlm.runs.RunFileError` of :func:`weights_mismatch`
+    (the error itself when the variables' shapes agree)."""
+    try:
+        yield
+    except ValueError as e:
+        message = weights_mismatch(path, model_config, vocab_size, run_dir)
+        if message is None:
+            raise
+        raise RunFileError(message) from e
+
+
+def weights_mismatch(path, model_config, vocab_size, run_dir=None):
+    """How the weights file ``path`` disagrees with the model that
+    ``model_config`` and a vocabulary of ``vocab_size`` tokens build, in
+    one line naming the run's file that disagrees (``vocab.json`` when
+    only the vocabulary's size differs, else ``config.json``), the
+    variable and its shape in the file and expected; ``None`` when every
+    variable has its shape."""
+    import h5py  # Keras's weights format
+
+    def shapes(file):
+        found = {}
+
+        def visit(name, obj):
+            if isinstance(obj, h5py.Dataset) and name.startswith("layers/"):
+                found[name] = tuple(obj.shape)
+
+        with h5py.File(file, "r") as f:
+            f.visititems(visit)
+        return found
+
+    with tempfile.TemporaryDirectory() as tmp:
+        expected_file = os.path.join(tmp, "expected.weights.h5")
+        with local_scope():
+            build_language_model(model_config, vocab_size, 1).save_weights(
+                expected_file
+            )
+        expected = shapes(expected_file)
+    found = shapes(path)
+    differ = [
+        (n, found[n], expected[n])
+        for n in sorted(expected)
+        if n in found and found[n] != expected[n]
+    ]
+    missing = sorted(set(expected) - set(found))
+    extra = sorted(set(found) - set(expected))
+    if not (differ or missing or extra):
+        return None
+    run = f"{run_dir}{os.sep}" if run_dir else ""
+    trained = _trained_vocab_size(differ, vocab_size)
+    if trained is not None and not (missing or extra):
+        name, shape, want = differ[0]
+        return (
+            f"{run}{VOCAB_FILE} has {vocab_size} tokens but {path} was "
+            f"trained with {trained}: {name} is {shape} in the file, "
+            f"{want} for {vocab_size} tokens"
+        )
+    if differ:
+        name, shape, want = differ[0]
+        what = f"{name} is {shape} in the file, {want} by {CONFIG_FILE}"
+    elif missing:
+        what = f"it lacks {missing[0]} of {CONFIG_FILE}'s model"
+    else:
+        what = f"it has {extra[0]}, which {CONFIG_FILE}'s model lacks"
+    more = len(differ) + len(missing) + len(extra) - 1
+    tail = f" (and {more} more variables differ)" if more else ""
+    return (
+        f"{run}{CONFIG_FILE} does not describe the model in {path}: "
+        f"{what}{tail}"
+    )
+
+
+def _trained_vocab_size(differ, vocab_size):
+    """The vocabulary size the file's shapes were trained with, when they
+    differ from the expected ones only where those are ``vocab_size``."""
+    sizes = set()
+    for _, shape, want in differ:
+        if len(shape) != len(want):
+            return None
+        for a, b in zip(shape, want):
+            if a != b:
+                if b != vocab_size:
+                    return None
+                sizes.add(a)
+    return sizes.pop() if len(sizes) == 1 else None

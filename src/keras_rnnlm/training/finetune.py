@@ -10,7 +10,10 @@ the one before, until a round no longer improves the best validation loss
 
     keras-rnnlm finetune RUN_DIR [--rounds 5] [--set ...]
 
-Round ``k`` writes ``RUN_DIR/finetune{k}/`` (a normal run directory).
+Round ``k`` writes ``RUN_DIR/finetune{k}/`` (a normal run directory);
+``RUN_DIR`` itself is locked meanwhile
+(:func:`~keras_rnnlm.runs.run_lock`: no training writes its best weights
+while they are finetuned).
 Differences from the reference: a round's BestCheckpoint starts empty, so
 its first epoch is always saved (awd-lstm-lm starts from the loaded
 model's loss); the round-to-round comparison uses the best validation
@@ -24,9 +27,10 @@ import os
 from keras_rnnlm.callbacks.nt_asgd import nonmono_interval
 from keras_rnnlm.config import apply_overrides
 from keras_rnnlm.runs import BEST_FILE
-from keras_rnnlm.runs import BEST_WEIGHTS_FILE
 from keras_rnnlm.runs import FINETUNE_DIR
 from keras_rnnlm.runs import load_run
+from keras_rnnlm.runs import run_lock
+from keras_rnnlm.runs import run_weights
 from keras_rnnlm.training.trainer import train
 
 
@@ -44,8 +48,13 @@ def finetune(run_dir, rounds=1, overrides=(), resume=True):
     best validation loss does not improve on the previous best.
     """
     config, _ = load_run(run_dir)
+    with run_lock(run_dir):  # no training writes its best weights meanwhile
+        return _finetune(config, run_dir, rounds, overrides, resume)
+
+
+def _finetune(config, run_dir, rounds, overrides, resume):
     previous = _best_val(run_dir)
-    start = os.path.join(run_dir, BEST_WEIGHTS_FILE)
+    start = run_weights(run_dir)
     out = []
     nonmono = nonmono_interval(config.train.nt_asgd_nonmono)
     for k in range(1, rounds + 1):
@@ -75,5 +84,5 @@ def finetune(run_dir, rounds=1, overrides=(), resume=True):
             print(f"Finetuning round {k} did not improve: stopping")
             break
         previous = best
-        start = os.path.join(cfg.train.out_dir, BEST_WEIGHTS_FILE)
+        start = run_weights(cfg.train.out_dir)
     return out

@@ -18,6 +18,7 @@ from keras_rnnlm.data.word2vec import save_word2vec
 from keras_rnnlm.data.word2vec import train_word2vec
 from keras_rnnlm.runs import WORD2VEC_FILE
 from keras_rnnlm.runs import load_run_corpus
+from keras_rnnlm.runs import run_lock
 from keras_rnnlm.training.trainer import check_resumable
 
 #: ``--pretrained train``: train word2vec for the run.
@@ -55,13 +56,20 @@ def ensure_run_word2vec(config, corpus=None, resume=True):
     it exists; returns its path. ``corpus``: the run's corpus, if already
     loaded. With ``resume``, a run directory holding the checkpoint of
     another run is refused first (as :func:`~keras_rnnlm.training.train`
-    would), before anything is written there."""
+    would), before anything is written there; so is one where a run
+    trains (:func:`~keras_rnnlm.runs.run_lock`)."""
     if resume:
         check_resumable(config)
     path = run_word2vec_path(config)
     if os.path.isfile(path):
         print(f"Using the run's word2vec file {path}")
         return path
+    os.makedirs(config.train.out_dir, exist_ok=True)
+    with run_lock(config.train.out_dir):  # not while a run trains there
+        return _train_run_word2vec(config, corpus, path)
+
+
+def _train_run_word2vec(config, corpus, path):
     corpus = corpus or load_run_corpus(config)
     dim = config.model.embedding_dim
     print(f"Training word2vec ({dim} dimensions) on the training split")

@@ -5,9 +5,11 @@ differs between papers is the model config (layers, head), the callbacks
 (schedules, averaging) and, later, model losses (AR/TAR) -- never the loop.
 """
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 
 import keras
 
@@ -25,7 +27,11 @@ from keras_rnnlm.callbacks import TrainingInterrupted
 from keras_rnnlm.callbacks import Validation
 from keras_rnnlm.callbacks import make_lr_schedule
 from keras_rnnlm.callbacks.bptt_lr import SequenceLengthLRScale
+from keras_rnnlm.callbacks.checkpoint import checkpoint_history
 from keras_rnnlm.callbacks.checkpoint import saved_progress
+from keras_rnnlm.callbacks.interrupt import can_handle_signals
+from keras_rnnlm.callbacks.interrupt import interrupted_at
+from keras_rnnlm.callbacks.logging import write_epoch_log
 from keras_rnnlm.callbacks.nt_asgd import NTASGD
 from keras_rnnlm.callbacks.nt_asgd import nonmono_interval
 from keras_rnnlm.callbacks.regularization import RegularizerLogger
@@ -59,6 +65,7 @@ from keras_rnnlm.runs import VOCAB_FILE
 from keras_rnnlm.runs import atomic_write_text
 from keras_rnnlm.runs import is_writer
 from keras_rnnlm.runs import load_run_corpus
+from keras_rnnlm.runs import run_lock
 from keras_rnnlm.runs import run_sentence_starts
 from keras_rnnlm.training.distribute import barrier
 from keras_rnnlm.training.distribute import distribution_scope
@@ -235,10 +242,26 @@ def train(
         The results dict (also in ``results.json``).
     """
     out = os.path.abspath(config.train.out_dir)
+    writer = is_writer()  # process 0 of several writes
+    if writer:
+        _make_run_dir(out)
+    with run_lock(out) if writer else contextlib.nullcontext():
+        with _stop_on_sigterm(out):
+            return _train_locked(
+                config, out, callbacks, resume, init_weights, reevaluate
+            )
+
+
+def _train_locked(config, out, callbacks, resume, init_weights, reevaluate):
+    """:func:`train` in its locked run directory ``out``."""
     if resume:
         check_resumable(config)
         progress = saved_progress(out)
         if _complete(progress, config.train.epochs):
+            if is_writer():  # a kill may have come before its last row
+                write_epoch_log(
+                    os.path.join(out, LOG_FILE), checkpoint_history(out)
+                )
             results = _read_results(out)
             done = f"{progress['epochs_done']}/{config.train.epochs} epochs"
             if results is not None and not reevaluate:
@@ -262,6 +285,27 @@ def train(
     )
     with distribution_scope(distribution if even else None):
         return evaluate_run(config.train.out_dir, config=config, corpus=corpus)
+
+
+@contextlib.contextmanager
+def _stop_on_sigterm(out):
+    """SIGTERM outside the epochs (loading, the final evaluation; inside
+    them :class:`~keras_rnnlm.callbacks.StopOnSignal` handles it) raises
+    :class:`~keras_rnnlm.callbacks.TrainingInterrupted` naming the newest
+    checkpoint, as SIGINT raises KeyboardInterrupt: the lock is released
+    and the command exits with 143."""
+    if not can_handle_signals():
+        yield
+        return
+
+    def handle(signum, frame):
+        raise interrupted_at(signum, out, saved_progress(out))
+
+    previous = signal.signal(signal.SIGTERM, handle)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _complete(progress, epochs):
@@ -294,7 +338,6 @@ def _train(config, callbacks, resume, init_weights):
     out = config.train.out_dir
     writer = is_writer()  # process 0 of several writes
     if writer:
-        _make_run_dir(out)
         if not resume:  # starting over: no stale checkpoint to resume
             shutil.rmtree(os.path.join(out, CHECKPOINT_DIR), ignore_errors=True)
     corpus, model = prepare_run(config)
