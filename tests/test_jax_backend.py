@@ -14,7 +14,9 @@ trainer keeps the state outside the variables during an epoch), among
 them a run killed and resumed in the middle of an epoch and a diverged
 run resumed from its newest good checkpoint; the CBOW
 context layer against its NumPy reference and a CBOW training run, and
-sentence-level state reset (layers, exact evaluation, a run).
+sentence-level state reset (layers, exact evaluation, a run); the
+samplers' noise and draws and the compiled generation loop (the slow
+run: against its step-by-step references).
 """
 
 import os
@@ -41,6 +43,11 @@ SELECTION = {
     "callbacks/test_nt_asgd.py": "through_fit",
     "callbacks/test_checkpoint.py": "resume_equals_uninterrupted "
     "or really_good_checkpoint",
+    # the stateless noise (Keras's own at step 0), the draws' distribution
+    # and the compiled generation loop under jax.jit (valid, seeded tokens)
+    "generation/test_samplers.py": "noise_is_keras_random or "
+    "random_draws_follow or top_p_draws",
+    "generation/test_loop.py": "same_seed_same_tokens or max_tokens_zero",
 }
 
 #: The ``slow`` run's (about 80 s more on 2 cores): whole training runs
@@ -62,6 +69,9 @@ SLOW_SELECTION = {
     "(every_registry_model or (carried_state and not mmlstm) or "
     "(multicell and (mean or weighted or min_max)))",
     "training/test_sentence_level.py": "test_sentence_level",
+    # the generation loop against step-by-step references (about 2 min)
+    "generation/test_loop.py": "greedy_is_the_argmax_chain or "
+    "cache_the_log_probs or cbow_context_is_carried or resets_before",
 }
 
 
