@@ -110,10 +110,13 @@ def test_score_no_bos_on_an_export_is_a_usage_error(monkeypatch):
         no_bos = True
         no_eos = False
         json = False
+        document = False
+        cache = None
+        max_batch_tokens = 4096
 
     export_scorer = SavedModelScorer.__new__(SavedModelScorer)
     monkeypatch.setattr(
-        scoring_cli, "load_scorer", lambda model, weights=None: export_scorer
+        scoring_cli, "load_scorer", lambda model, **kwargs: export_scorer
     )
     with pytest.raises(UsageError, match="--no-bos"):
         scoring_cli.run_score(Args())
