@@ -3,6 +3,7 @@ greedy chain, the scorer's log-probabilities (plain, with the cache
 pointer, a CBOW context and sentence resets), prompts of different
 lengths in one batch, stop tokens and lengths."""
 
+import keras
 import numpy as np
 import pytest
 from keras import ops
@@ -202,3 +203,82 @@ def test_the_prefill_stops_before_the_first_reset_after_the_start():
     assert int(prefill_length(ids, lengths, [0])) == 3  # the <eos> at 3
     assert int(prefill_length(ids, lengths, [0, 2])) == 3  # 2 is padding
     assert int(prefill_length(ids, np.array([1, 4]), [0])) == 1
+
+
+#: The TensorFlow ops of the traced loop (a portable inference graph, every
+#: sampler, with and without the cache): all TensorFlow's own kernels,
+#: which a stock TF Serving has. A new op fails the test on purpose.
+LOOP_OPS = {
+    "AddV2", "All", "Any", "ArgMax", "BiasAdd", "Bitcast", "BitwiseAnd",
+    "BroadcastTo", "Cast", "ConcatV2", "Const", "Cumsum", "Einsum",
+    "Equal", "Exp", "ExpandDims", "Fill", "FloorDiv", "GatherV2",
+    "GreaterEqual", "Identity", "IsFinite", "Less", "LessEqual", "Log",
+    "LogSoftmax", "LogicalAnd", "LogicalNot", "LogicalOr", "MatMul", "Max",
+    "Maximum", "Minimum", "Mul", "Neg", "NoOp", "Pack", "Pad",
+    "Placeholder", "Prod", "Range", "ReadVariableOp", "RealDiv", "Reshape",
+    "SelectV2", "Shape", "Sigmoid", "Split", "StatelessRandomGetKeyCounter",
+    "StatelessRandomUniformV2", "StopGradient", "StridedSlice", "Sub",
+    "Sum", "Tanh", "TensorListFromTensor", "TensorListGetItem",
+    "TensorListReserve", "TensorListSetItem", "TensorListStack", "TopKV2",
+    "Transpose", "UnsortedSegmentSum", "While", "ZerosLike",
+}  # fmt: skip
+
+
+def _traced_ops(inference, sampler, cache):
+    """The op types and the XLA-must-compile functions of
+    :func:`generate_ids` traced in a ``tf.function`` (dynamic batch,
+    width, length, seed and prefill)."""
+    import tensorflow as tf
+
+    from keras_rnnlm.generation import generate_ids
+
+    def fn(ids, lengths, seed, max_tokens, prefill):
+        return generate_ids(
+            inference, sampler, ids, lengths,
+            max_tokens=max_tokens, seed=seed, prefill=prefill,
+            stop_id=0, reset_ids=[0], cache=cache,
+        )  # fmt: skip
+
+    scalar = tf.TensorSpec([], tf.int32)
+    spec = [
+        tf.TensorSpec([None, None], tf.int32),
+        tf.TensorSpec([None], tf.int32),
+        *[scalar] * 3,
+    ]
+    graph = (
+        tf.function(fn, input_signature=spec, autograph=False)
+        .get_concrete_function()
+        .graph.as_graph_def()
+    )
+    found, xla = {n.op for n in graph.node}, []
+    for f in graph.library.function:
+        found.update(n.op for n in f.node_def)
+        if f.attr["_XlaMustCompile"].b:
+            xla.append(f.signature.name)
+    return found, xla
+
+
+def test_the_loop_traces_to_stock_tensorflow_ops():
+    """What the export's generate signature will hold: one tf.function
+    over the portable graph (a CBOW context too), every sampler, with and
+    without the cache; no XLA-must-compile function."""
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("traces a tf.function")
+    from tensorflow.python.framework import op_def_registry
+
+    from keras_rnnlm.generation import get_sampler
+    from keras_rnnlm.scoring.inference_model import build_inference_model
+
+    context = {"weighting": "positional", "window": 4}
+    inference = build_inference_model(
+        _scorer(context=context).model, portable=True
+    )
+    seen = set()
+    for name in ("greedy", "random", "top_k", "top_p"):
+        sampler = get_sampler(name, **({"k": 3} if "top" in name else {}))
+        for cache in (None, CacheConfig(5, 1.0, 0.3)):
+            found, xla = _traced_ops(inference, sampler, cache)
+            assert xla == []
+            seen |= found
+    assert seen - LOOP_OPS == set()
+    assert all(op_def_registry.get(op) is not None for op in seen)
