@@ -82,7 +82,8 @@ def test_ptb_char_tiny_run_prints_parameters_and_bpc(tmp_path, capsys):
             "--out",
             str(tmp_path / "run"),
             "--set",
-            "data.max_tokens=3000",
+            # 32 streams of one window of 100 (3,232 tokens) in every split
+            "data.max_tokens=3300",
             "--set",
             "model.hidden_sizes=[12]",
             "--set",
