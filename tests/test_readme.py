@@ -102,3 +102,39 @@ def test_readme_training_example_on_a_tiny_corpus(tiny_corpus_dir):
         exec(compile(code, README, "exec"), {})
     ppl = float(out.getvalue().split()[-1])
     assert math.isfinite(ppl) and 1 < ppl < 30
+
+
+def test_readme_generation_section(tiny_run):
+    """The "Generating text" section's commands are `keras-rnnlm
+    generate` command lines the parser accepts, and its Python runs (on
+    the tiny run instead of the quickstart's)."""
+    import shlex
+
+    from keras_rnnlm_launcher import build_parser
+
+    with open(README) as f:
+        text = quickstart.section(f.read(), "Generating text")
+    commands = [
+        c
+        for block in quickstart.code_blocks(text)
+        for c in quickstart.shell_commands(block)
+        if c.startswith("keras-rnnlm")
+    ]
+    assert len(commands) == 2
+    for command in commands:
+        argv = shlex.split(command.replace("\\\n", " "))[1:]
+        args = build_parser().parse_args(argv)
+        assert args.target == "keras_rnnlm.cli.generate:run_generate"
+    # the run directory python recipes/mlstm_ptb.py writes
+    spec = importlib.util.spec_from_file_location(
+        "mlstm_ptb", os.path.join(REPO, "recipes", "mlstm_ptb.py")
+    )
+    recipe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recipe)
+    preset = recipe.PRESETS[recipe.DEFAULT_PRESET]
+    assert f"generate {preset['train']['out_dir']} " in commands[0]
+    (block,) = _python_blocks("Generating text")
+    namespace = {}
+    code = block.replace('"/tmp/quick"', repr(tiny_run))
+    exec(compile(code, README, "exec"), namespace)
+    assert isinstance(namespace["lm"].generate("the cat", seed=1), str)
