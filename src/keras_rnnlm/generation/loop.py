@@ -285,7 +285,7 @@ def generate_ids(
             num,
             stopped,
             done,
-        ),  # fmt: skip
+        ),
         maximum_iterations=steps,
     )
     out_ids, out_lp, num, stopped = result[5:9]
