@@ -56,24 +56,31 @@ without them (``keras_tok_s_seen_lengths``).
 
 ``--isa avx2`` caps both sides' libraries at AVX2
 (:mod:`bench.harness.isa`: ``ONEDNN_MAX_CPU_ISA=AVX2``,
-``XLA_FLAGS=--xla_cpu_max_isa=AVX2``, ``ATEN_CPU_CAPABILITY=avx2``,
+``XLA_FLAGS=--xla_cpu_max_isa=AVX2
+--xla_cpu_experimental_ynn_fusion_type=``, ``ATEN_CPU_CAPABILITY=avx2``,
 ``MKL_ENABLE_INSTRUCTIONS=AVX2``); ``--isa default`` (the default)
-clears them. The records' ``isa_cap`` names the knobs, so a capped run
-is a CPU class of its own. ``--check-isa`` prints what each library
-then runs and exits. On the AMD EPYC (AVX-512, 2 cores) with TF 2.21,
-jaxlib 0.10.2 and torch 2.13 the knobs were checked to take effect:
-oneDNN reports ``Intel AVX2`` (uncapped ``Intel AVX-512 with Intel DL
-Boost and bfloat16 support``); the code XLA generates has no AVX-512
-register (802 instructions with them uncapped, in both TensorFlow's
-and JAX's XLA; the upper ``ymm16-31`` and mask registers of AVX-512VL,
-since XLA prefers 256-bit vectors); torch's capability reads ``AVX2``.
-Not reached: on JAX the matrix products run in YNNPACK, which picks its
-kernels from the CPU (``perf`` shows ``ynn::dot_fp32_..._avx512`` with
-the cap too), so a capped JAX run is capped only outside its products;
-MKL runs its AVX2 "zen" kernels (``mkl_blas_def_sgemm_kernel_0_zen``)
-on this AMD CPU with or without the cap, so torch's products are AVX2
-either way here; Eigen's kernels (in TensorFlow and XLA) are what the
-wheels were built for.
+clears them. The records' ``isa_cap`` names the knobs (so a capped run
+is a CPU class of its own) and ``isa_env`` the variables the children
+had. ``--check-isa`` prints what each library then runs, and exits.
+Checked on the AMD EPYC (AVX-512, 2 cores) with TensorFlow 2.21, jaxlib
+0.10.2 and torch 2.13: oneDNN reports ``Intel AVX2`` (uncapped ``Intel
+AVX-512 with Intel DL Boost and bfloat16 support``); the code XLA
+generates for a small jitted function has no AVX-512 register, in
+TensorFlow's XLA and in JAX's (802 instructions with one uncapped: XLA
+prefers 256-bit vectors, so it uses the upper ``ymm16-31`` and mask
+registers of AVX-512VL, not ``zmm``); torch's capability reads ``AVX2``.
+XLA hands some fusions (the matrix products of the trainer's loops,
+reductions) to YNNPACK, which picks its kernels from the CPU whatever
+the cap (a capped TensorFlow trainer's profile, ``perf``: 8 % of its
+samples in ``ynn::dot_fp32_5x64x1_1x16x1_avx512f``), so the cap also
+turns YNNPACK off: those fusions then run in oneDNN (capped) and Eigen
+(built for AVX): no named kernel of the profile is an AVX-512 one, and
+its JIT code is XLA's and oneDNN's, both capped -- where an AVX2 CPU
+would run YNNPACK's AVX2 kernels. Left uncapped:
+glibc's string functions (``__memmove_avx512_unaligned_erms``, about 1 %
+of the samples). MKL runs its AVX2 "zen" kernels
+(``mkl_blas_def_sgemm_kernel_0_zen``) on this AMD CPU with or without
+the cap, so upstream's matrix products are AVX2 either way here.
 
 Threads: ``--threads N`` sets TensorFlow's pools, OpenMP's, JAX's XLA
 pool (``PJRT_NPROC``) and upstream's ``--threads`` (0: every default).
@@ -92,6 +99,7 @@ import time
 
 from bench.harness import ROOT
 from bench.harness.isa import ISA_SETTINGS
+from bench.harness.isa import ISA_VARIABLES
 from bench.harness.isa import check_isa
 from bench.harness.isa import isa_env
 from bench.harness.options import PTB_TRAIN_TOKENS
@@ -110,6 +118,8 @@ from keras_rnnlm.runs import TIMING_FILE
 MODULE = "bench.upstream_epochs"
 REFERENCE_NAME = "salesforce/awd-lstm-lm (main.py, PyTorch)"
 BACKENDS = ("tensorflow", "jax")
+#: The variables of the children's ISA knobs a record carries.
+ISA_ENV = (*ISA_VARIABLES, "XLA_FLAGS")
 
 #: main.py's flags for each preset of recipes/awd_lstm_ptb.py (its
 #: README's PTB command; the ``cpu`` shape of the reference README).
@@ -602,6 +612,7 @@ def main(argv=None):
         MODULE,
         argv,
         environ=env,
+        isa_env={k: env[k] for k in ISA_ENV if k in env},
         threads=args.threads or "default",
         repeats=args.repeats,
         budget_s=args.budget,

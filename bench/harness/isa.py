@@ -3,14 +3,24 @@ checking what they then run.
 
 :func:`isa_env` gives a child's environment for an ``--isa`` setting
 (:data:`ISA_SETTINGS`): ``default`` clears every knob of
-:data:`ISA_VARIABLES` (and ``--xla_cpu_max_isa`` from ``XLA_FLAGS``, its
-other flags kept), ``avx2`` sets them all to AVX2:
+:data:`ISA_VARIABLES` (and the XLA flags of :data:`XLA_KNOBS` from
+``XLA_FLAGS``, its other flags kept), ``avx2`` sets them (AVX2, and
+YNNPACK off):
 
 * oneDNN (TensorFlow's kernels, torch's ``mkldnn`` ops):
   ``ONEDNN_MAX_CPU_ISA=AVX2``;
 * XLA:CPU (the code XLA generates, TensorFlow's compiled loops and JAX's
   steps): ``XLA_FLAGS=--xla_cpu_max_isa=AVX2`` (any case; an unknown
-  value is a warning, ``Unknown CPU ISA``, and no cap);
+  value is a warning, ``Unknown CPU ISA``, and no cap), and
+  ``--xla_cpu_experimental_ynn_fusion_type=`` (empty: no fusion goes to
+  YNNPACK). XLA hands some fusions (matrix products, reductions) to
+  YNNPACK, which picks its kernels from the CPU whatever the cap
+  (``ynn::dot_fp32_5x64x1_1x16x1_avx512f`` in a capped TensorFlow
+  trainer's profile); without it they run in oneDNN (capped) and Eigen
+  (built for AVX: its ``gebp`` kernels have no AVX-512 register in
+  TensorFlow 2.21's and jaxlib 0.10.2's libraries), so every compute
+  kernel is at most AVX2 -- where an AVX2 CPU would run YNNPACK's AVX2
+  kernels instead;
 * ATen (torch's own vectorised kernels): ``ATEN_CPU_CAPABILITY=avx2``;
 * MKL (torch's matrix products): ``MKL_ENABLE_INSTRUCTIONS=AVX2``.
 
@@ -23,8 +33,9 @@ generated for a small jitted function (``--xla_dump_to``, read with
 ``k0``-``k7`` exist only with AVX-512; XLA prefers 256-bit vectors, so
 an uncapped function has no ``zmm`` but uses the upper registers and
 masks of AVX-512VL). Libraries the knobs do not reach are not checked
-here: the matrix products that JAX hands to YNNPACK, and code compiled
-in at build time (Eigen's).
+here: code compiled in at build time (Eigen's), and glibc's string
+functions, which pick their own variants (``__memmove_avx512_unaligned``:
+about 1 % of a trainer's profile).
 """
 
 import os
@@ -40,6 +51,7 @@ ISA_SETTINGS = {
     "avx2": {
         "ONEDNN_MAX_CPU_ISA": "AVX2",
         "xla_cpu_max_isa": "AVX2",
+        "xla_cpu_experimental_ynn_fusion_type": "",
         "ATEN_CPU_CAPABILITY": "avx2",
         "MKL_ENABLE_INSTRUCTIONS": "AVX2",
     },
@@ -53,14 +65,17 @@ ISA_VARIABLES = (
     "ATEN_CPU_CAPABILITY",
     "MKL_ENABLE_INSTRUCTIONS",
 )
-_XLA_FLAG = re.compile(r"\s*--xla_cpu_max_isa=\S*")
+#: The XLA flags an ``--isa`` setting sets (``XLA_FLAGS``).
+XLA_KNOBS = ("xla_cpu_max_isa", "xla_cpu_experimental_ynn_fusion_type")
+_XLA_FLAG = re.compile(r"\s*--(%s)=\S*" % "|".join(XLA_KNOBS))
 
 
 def isa_env(isa, environ=None):
     """A copy of ``environ`` (default: this process's) for the ``--isa``
     setting ``isa``: every knob of :data:`ISA_VARIABLES` and
-    ``--xla_cpu_max_isa`` cleared, then those of :data:`ISA_SETTINGS`
-    ``[isa]`` set (XLA's appended to ``XLA_FLAGS``)."""
+    the flags of :data:`XLA_KNOBS` cleared, then those of
+    :data:`ISA_SETTINGS` ``[isa]`` set (XLA's appended to
+    ``XLA_FLAGS``)."""
     if isa not in ISA_SETTINGS:
         raise ValueError(f"--isa must be one of {sorted(ISA_SETTINGS)}")
     env = dict(os.environ if environ is None else environ)
@@ -68,9 +83,9 @@ def isa_env(isa, environ=None):
         env.pop(var, None)
     flags = _XLA_FLAG.sub("", env.get("XLA_FLAGS", "")).strip()
     knobs = dict(ISA_SETTINGS[isa])
-    xla = knobs.pop("xla_cpu_max_isa", None)
-    if xla:
-        flags = f"{flags} --xla_cpu_max_isa={xla}".strip()
+    for flag in XLA_KNOBS:
+        if flag in knobs:
+            flags = f"{flags} --{flag}={knobs.pop(flag)}".strip()
     if flags:
         env["XLA_FLAGS"] = flags
     else:
@@ -97,8 +112,12 @@ import jax, jax.numpy as jnp
 @jax.jit
 def f(a, b):
     return jnp.tanh(a * b + 1.0)
+@jax.jit
+def g(a, b):
+    return a @ b
 x = jnp.ones((64, 256), jnp.float32)
 f(x, x).block_until_ready()
+g(x, jnp.ones((256, 256), jnp.float32)).block_until_ready()
 """
 _TORCH_PROBE = """
 import torch
@@ -147,13 +166,26 @@ def _xla_registers(dump):
     return avx512_registers(objects)
 
 
+def _ynn_fusions(dump):
+    texts = [
+        f for f in os.listdir(dump) if f.endswith("after_optimizations.txt")
+    ]
+    count = 0
+    for name in texts:
+        with open(os.path.join(dump, name)) as f:
+            count += f.read().count("__ynn_fusion")
+    return count
+
+
 def check_isa(env, frameworks=("tensorflow", "jax", "torch")):
     """What each of ``frameworks`` runs in a child with ``env``:
     ``onednn_isa`` (TensorFlow's oneDNN, from its verbose line),
     ``xla_tensorflow_avx512_instructions`` and
     ``xla_jax_avx512_instructions`` (:func:`avx512_registers` of the
     code XLA generated for ``tanh(a * b + 1)``; 0 when capped below
-    AVX-512) and ``torch_capability``."""
+    AVX-512), ``xla_jax_ynn_fusions`` (the fusions JAX's XLA gave
+    YNNPACK: a matrix product's, unless turned off) and
+    ``torch_capability``."""
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         if "tensorflow" in frameworks:
@@ -166,6 +198,7 @@ def check_isa(env, frameworks=("tensorflow", "jax", "torch")):
             dump = os.path.join(tmp, "jax")
             _run_probe(_JAX_PROBE, env, dump)
             out["xla_jax_avx512_instructions"] = _xla_registers(dump)
+            out["xla_jax_ynn_fusions"] = _ynn_fusions(dump)
         if "torch" in frameworks:
             text = _run_probe(_TORCH_PROBE, env)
             found = re.search(r"TORCH_CAPABILITY (\S+)", text)

@@ -13,17 +13,21 @@ CAPPED = {
     "DNNL_MAX_CPU_ISA": "AVX2",
     "ATEN_CPU_CAPABILITY": "avx2",
     "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-    "XLA_FLAGS": "--xla_dump_to=/tmp/d --xla_cpu_max_isa=AVX2 --xla_x=1",
+    "XLA_FLAGS": "--xla_dump_to=/tmp/d --xla_cpu_max_isa=AVX2 --xla_x=1 "
+    "--xla_cpu_experimental_ynn_fusion_type=",
     "HOME": "/home/u",
 }
 
 
-def test_avx2_sets_every_knob_and_keeps_the_other_xla_flags():
+def test_avx2_sets_every_knob_turns_ynnpack_off_keeps_other_xla_flags():
     env = isa.isa_env("avx2", {"XLA_FLAGS": "--xla_dump_to=/tmp/d"})
     assert env["ONEDNN_MAX_CPU_ISA"] == "AVX2"
     assert env["ATEN_CPU_CAPABILITY"] == "avx2"
     assert env["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"
-    assert env["XLA_FLAGS"] == "--xla_dump_to=/tmp/d --xla_cpu_max_isa=AVX2"
+    assert env["XLA_FLAGS"] == (
+        "--xla_dump_to=/tmp/d --xla_cpu_max_isa=AVX2 "
+        "--xla_cpu_experimental_ynn_fusion_type="
+    )
     assert machine.isa_cap(AVX512, env) == {
         "ONEDNN_MAX_CPU_ISA": "AVX2",
         "xla_cpu_max_isa": "AVX2",
@@ -39,7 +43,8 @@ def test_avx2_replaces_a_cap_of_the_parent():
     assert env["ONEDNN_MAX_CPU_ISA"] == "AVX2"
     assert "DNNL_MAX_CPU_ISA" not in env
     assert env["XLA_FLAGS"].count("--xla_cpu_max_isa") == 1
-    assert env["XLA_FLAGS"].endswith("--xla_cpu_max_isa=AVX2")
+    assert env["XLA_FLAGS"].count("--xla_cpu_experimental_ynn") == 1
+    assert "--xla_cpu_max_isa=AVX2 " in env["XLA_FLAGS"]
 
 
 def test_default_clears_every_knob_of_the_parent():

@@ -28,7 +28,10 @@ def test_a_capped_child_at_one_thread():
     assert env["ONEDNN_MAX_CPU_ISA"] == "AVX2"
     assert env["ATEN_CPU_CAPABILITY"] == "avx2"
     assert env["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"
-    assert env["XLA_FLAGS"] == "--xla_dump_to=/tmp/d --xla_cpu_max_isa=AVX2"
+    assert env["XLA_FLAGS"] == (
+        "--xla_dump_to=/tmp/d --xla_cpu_max_isa=AVX2 "
+        "--xla_cpu_experimental_ynn_fusion_type="
+    )
     assert env["HOME"] == "/home/u"
     label = machine.isa_label(AVX512, machine.isa_cap(AVX512, env))
     assert label == "AVX2 (capped from AVX-512)"
