@@ -3,7 +3,7 @@ export: scoring, next-token distributions, text generation, export.
 
     from keras_rnnlm import LanguageModel
 
-    lm = LanguageModel.from_run("runs/zaremba_ptb/small")
+    lm = LanguageModel.from_run("runs/zaremba_ptb_200")
     lm.score("the company said its profit rose")         # log10 p (KenLM)
     lm.next_token_logprobs("the company said")          # ln p, (vocab,)
     lm.generate("the company", max_tokens=20, sampler="top_p", seed=1)
