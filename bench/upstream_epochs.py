@@ -314,7 +314,7 @@ def _log_rows(path):
 
 def _checked(run, work, log):
     """``run``, with the tail of its log printed when it failed."""
-    if run["returncode"] != 0 and not run["killed"]:
+    if not ran(run):
         with open(os.path.join(work, log)) as f:
             tail = f.read()[-3000:]
         print(f"run failed (exit {run['returncode']}):\n{tail}")
@@ -400,6 +400,11 @@ def upstream_epochs(run):
     )
 
 
+def ran(run):
+    """Whether a run ran: ended well, or was stopped by the bench."""
+    return run["returncode"] == 0 or run["killed"]
+
+
 def _median(values):
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None
@@ -482,12 +487,16 @@ RSS_NOTE = (
 def epoch_records(args, samples):
     """Seconds an epoch, the first epoch's end and the validation
     perplexity of each backend against upstream."""
-    ref_runs = [upstream_epochs(r) for r in samples.get("upstream", [])]
+    ref_runs = [
+        upstream_epochs(r) for r in samples.get("upstream", []) if ran(r)
+    ]
     ref_s = _median(s for secs, _ in ref_runs for s in secs[1:])
     ref_ppl = ref_runs[0][1] if ref_runs else []
     out = []
     for backend in args.backend:
-        runs = [keras_epochs(r) for r in samples.get(backend, [])]
+        runs = [keras_epochs(r) for r in samples.get(backend, []) if ran(r)]
+        if not runs:
+            continue
         stem = _stem(args, backend)
         steady = _median(s for secs, _ in runs for s in secs[1:])
         firsts = [secs[0] for secs, _ in runs if secs]

@@ -112,3 +112,41 @@ def test_record_names_say_shape_backend_and_train():
     args = _args("--preset", "paper", "--backend", "tensorflow", "jax")
     assert ue._stem(args, "tensorflow") == "awd_lstm_ptb_paper"
     assert ue._stem(args, "jax") == "awd_lstm_ptb_paper_jax"
+
+
+def _epoch_run(ends, returncode=-9, killed=True, ppl=(400.0, 300.0)):
+    rows = [
+        {"event": "epoch_end", "epoch": k, "time": t}
+        for k, t in enumerate(ends)
+    ]
+    return {
+        "rows": rows,
+        "start": 0.0,
+        "epochs": [{"val_ppl": str(p)} for p in ppl[: len(ends)]],
+        "returncode": returncode,
+        "killed": killed,
+    }
+
+
+def test_epoch_records_leave_out_a_run_that_failed():
+    args = _args("--preset", "cpu", "--budget", "100")
+    failed = _epoch_run([], returncode=2, killed=False)
+    assert ue.epoch_records(args, {"tensorflow": [failed]}) == []
+    upstream = {
+        "returncode": -9,
+        "killed": True,
+        "epochs": [
+            {"epoch": 1, "seconds": 30.0, "val_ppl": 420.0},
+            {"epoch": 2, "seconds": 20.0, "val_ppl": 320.0},
+        ],
+    }
+    samples = {
+        "tensorflow": [failed, _epoch_run([50.0, 90.0])],
+        "upstream": [upstream],
+    }
+    recs = {r["name"]: r for r in ue.epoch_records(args, samples)}
+    steady = recs["awd_lstm_ptb_cpu_train_epoch_s"]
+    assert (steady["value"], steady["reference"]) == (40.0, 20.0)
+    assert recs["awd_lstm_ptb_cpu_first_epoch_end"]["value"] == 50.0
+    quality = recs["awd_lstm_ptb_cpu_val_ppl_epoch2"]
+    assert (quality["value"], quality["reference"]) == (300.0, 320.0)
