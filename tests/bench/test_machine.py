@@ -131,3 +131,16 @@ def test_record_fields(monkeypatch):
         assert fields["isa_cap"] == {"ONEDNN_MAX_CPU_ISA": "SSE41"}
         assert "(capped from " in fields["device"]
     assert record_fields("bench.x", [], threads=None)["threads"] is None
+
+
+def test_record_fields_of_the_environment_the_children_ran_with():
+    """A bench that caps only its children's ISA records their cap and
+    thread variables, not its own environment's."""
+    env = {"ONEDNN_MAX_CPU_ISA": "SSE41", "PJRT_NPROC": "1"}
+    fields = record_fields("bench.x", [], environ=env)
+    assert fields["isa_cap"] == {"ONEDNN_MAX_CPU_ISA": "SSE41"}
+    assert "capped" in fields["device"]
+    assert fields["thread_env"] == {"PJRT_NPROC": "1"}
+    assert fields["threads"] == "default"
+    plain = record_fields("bench.x", [], environ={})
+    assert "isa_cap" not in plain and "thread_env" not in plain
