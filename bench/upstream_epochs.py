@@ -76,15 +76,18 @@ samples in ``ynn::dot_fp32_5x64x1_1x16x1_avx512f``), so the cap also
 turns YNNPACK off: those fusions then run in oneDNN (capped) and Eigen
 (built for AVX): no named kernel of the profile is an AVX-512 one, and
 its JIT code is XLA's and oneDNN's, both capped -- where an AVX2 CPU
-would run YNNPACK's AVX2 kernels. Left uncapped:
-glibc's string functions (``__memmove_avx512_unaligned_erms``, about 1 %
-of the samples). MKL runs its AVX2 "zen" kernels
+would run YNNPACK's AVX2 kernels. Left uncapped: glibc's string
+functions (``__memmove_avx512_unaligned_erms``, about 1 % of the
+samples). MKL runs its AVX2 "zen" kernels
 (``mkl_blas_def_sgemm_kernel_0_zen``) on this AMD CPU with or without
 the cap, so upstream's matrix products are AVX2 either way here.
 
 Threads: ``--threads N`` sets TensorFlow's pools, OpenMP's, JAX's XLA
 pool (``PJRT_NPROC``) and upstream's ``--threads`` (0: every default).
 ``--set`` overrides go to the trainer only.
+
+The measuring set for an idle machine (both ISAs, both thread counts,
+TensorFlow and JAX, a paper pair): ``bash bench/jobs/avx2_trainer.sh``.
 """
 
 import csv
