@@ -69,7 +69,7 @@ SLOW_SELECTION = {
     "(every_registry_model or (carried_state and not mmlstm) or "
     "(multicell and (mean or weighted or min_max)))",
     "training/test_sentence_level.py": "test_sentence_level",
-    # the generation loop against step-by-step references (about 2 min)
+    # the generation loop against step-by-step references (about 75 s)
     "generation/test_loop.py": "greedy_is_the_argmax_chain or "
     "cache_the_log_probs or cbow_context_is_carried or resets_before",
 }
