@@ -615,11 +615,17 @@ def add_scoring_commands(sub):
 
 # -- generate ----------------------------------------------------------------
 
-#: keras_rnnlm.generation.SAMPLERS (names), and keras_rnnlm.generation.text's
-#: DEFAULT_MAX_TOKENS and MAX_TOKENS_LIMIT.
+#: keras_rnnlm.generation.SAMPLERS (names), keras_rnnlm.generation.text's
+#: DEFAULT_MAX_TOKENS and MAX_TOKENS_LIMIT, the samplers' defaults
+#: (temperature, TopKSampler's k, TopPSampler's p) and
+#: keras_rnnlm.generation.MAX_SEED.
 GENERATE_SAMPLERS = ("greedy", "random", "top_k", "top_p")
 GENERATE_MAX_TOKENS = 64
 GENERATE_MAX_TOKENS_LIMIT = 4096
+GENERATE_TEMPERATURE = 1.0
+GENERATE_TOP_K = 5
+GENERATE_TOP_P = 0.1
+GENERATE_MAX_SEED = 2**31 - 1
 
 
 def add_generate_command(sub):
@@ -670,25 +676,25 @@ def add_generate_command(sub):
         "--temperature",
         type=float,
         help="> 0; random, top_k and top_p draw from softmax(log p / T) "
-        "(default 1; greedy ignores it)",
+        f"(default {GENERATE_TEMPERATURE:g}; greedy ignores it)",
     )
     g.add_argument(
         "--top-k",
         type=int,
-        help="top_k: the K most probable tokens (default 5); top_p: "
-        "consider only these",
+        help=f"top_k: the K most probable tokens (default {GENERATE_TOP_K}); "
+        "top_p: consider only these",
     )
     g.add_argument(
         "--top-p",
         type=float,
         help="top_p: the most probable tokens whose probability reaches P, "
-        "in (0, 1] (default 0.1)",
+        f"in (0, 1] (default {GENERATE_TOP_P:g})",
     )
     g.add_argument(
         "--seed",
         type=int,
-        help="0 to 2147483647: the same seed gives the same text (default: "
-        "a fresh one, printed with --json)",
+        help=f"0 to {GENERATE_MAX_SEED}: the same seed gives the same text "
+        "(default: a fresh one, printed with --json)",
     )
     stop = g.add_mutually_exclusive_group()
     stop.add_argument(
@@ -705,8 +711,10 @@ def add_generate_command(sub):
     g.add_argument(
         "--cache",
         type=cache_setting,
-        help=CACHE_HELP.replace("; batch 1", "")
-        + "; its memory starts with the prompt (run directories only)",
+        help="continuous cache pointer (Grave et al. 2017) mixed into each "
+        "step's distribution, its memory starting with the prompt: a preset "
+        "(ptb: W 500, theta 1.0, lambda 0.1; wt2: W 3785, theta 0.662, "
+        "lambda 0.1279) or window=W,theta=T,lambda=L; run directories only",
     )
     g.add_argument(
         "--json",

@@ -9,7 +9,11 @@ import pytest
 from keras_rnnlm import LanguageModel
 from keras_rnnlm.cli import main
 from keras_rnnlm.cli.scoring import escape_tsv_field
+from keras_rnnlm.generation import MAX_SEED
 from keras_rnnlm.generation import SAMPLERS
+from keras_rnnlm.generation import RandomSampler
+from keras_rnnlm.generation import TopKSampler
+from keras_rnnlm.generation import TopPSampler
 from keras_rnnlm.generation import get_sampler
 from keras_rnnlm.generation.text import DEFAULT_MAX_TOKENS
 from keras_rnnlm.generation.text import MAX_TOKENS_LIMIT
@@ -29,6 +33,10 @@ def test_the_values_help_shows_are_the_librarys():
     assert commands.GENERATE_SAMPLERS == tuple(SAMPLERS)
     assert commands.GENERATE_MAX_TOKENS == DEFAULT_MAX_TOKENS
     assert commands.GENERATE_MAX_TOKENS_LIMIT == MAX_TOKENS_LIMIT
+    assert commands.GENERATE_TEMPERATURE == RandomSampler().temperature
+    assert commands.GENERATE_TOP_K == TopKSampler().k
+    assert commands.GENERATE_TOP_P == TopPSampler().p
+    assert commands.GENERATE_MAX_SEED == MAX_SEED
 
 
 def test_same_seed_same_text_as_the_python_object(lm, tiny_run, capsys):
