@@ -171,3 +171,40 @@ def test_top_p_draws_from_the_nucleus_only(p, k, temperature, kept):
     assert set(tokens) <= set(range(kept))
     probs = _tempered(temperature)[:kept]
     assert _chi_square_p(tokens, probs / probs.sum()) > 1e-3
+
+
+def test_traced_parameters_draw_as_python_ones():
+    """A sampler built from traced scalars (the export's ``generate``
+    signature builds its samplers from its inputs) draws the tokens of
+    the one built from Python numbers (and is not checked by Python)."""
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("traces a tf.function")
+    import tensorflow as tf
+
+    log_probs = np.tile(LOG_PROBS.astype(np.float32), (500, 1))
+    python = [
+        RandomSampler(0.7),
+        TopKSampler(3, temperature=1.3),
+        TopPSampler(0.5, temperature=0.8),
+        TopPSampler(0.9, k=4, temperature=1.1),
+    ]
+
+    @tf.function(autograph=False)
+    def traced(t, k, p, none_k):
+        return [
+            RandomSampler(t[0])(log_probs, 5, 2),
+            TopKSampler(k[0], temperature=t[1])(log_probs, 5, 2),
+            TopPSampler(p[0], k=none_k, temperature=t[2])(log_probs, 5, 2),
+            TopPSampler(p[1], k=k[1], temperature=t[3])(log_probs, 5, 2),
+        ]
+
+    got = traced(
+        tf.constant([0.7, 1.3, 0.8, 1.1]),
+        tf.constant([3, 4]),
+        tf.constant([0.5, 0.9]),
+        tf.constant(len(LOG_PROBS)),  # k = the vocabulary: none
+    )
+    for sampler, tokens in zip(python, got):
+        want = ops.convert_to_numpy(sampler(log_probs, 5, 2))
+        np.testing.assert_array_equal(tokens.numpy(), want)
+        assert len(set(want)) > 1

@@ -22,6 +22,9 @@ returns the ``(batch,)`` int32 token ids. Every path that generates (the
 compiled loop of a run directory, and the export's graph) calls it. It
 uses ``keras.ops`` and one stateless random op, so it traces into a
 ``tf.function`` whose ops a stock TF Serving runs, or a ``jax.jit``.
+A sampler's parameters (``temperature``, ``k``, ``p``) may be traced
+scalar tensors: the export's ``generate`` signature builds its samplers
+from its inputs, which its graph checks (a tensor is not checked here).
 
 **Randomness** is the Gumbel-max trick on stateless noise keyed by
 ``(seed, step)``: a draw is ``argmax(log p / T + g)`` with ``g =
@@ -97,7 +100,15 @@ def gumbel_noise(shape, seed, step):
     return -ops.log(-ops.log(ops.maximum(u, tiny)))
 
 
+def _traced(value):
+    """Whether ``value`` is a tensor (a traced parameter, checked by the
+    graph that feeds it)."""
+    return ops.is_tensor(value)
+
+
 def _check_positive(name, value):
+    if _traced(value):
+        return value
     if (
         isinstance(value, bool)
         or not isinstance(value, numbers.Real)
@@ -111,12 +122,16 @@ def _check_positive(name, value):
 
 
 def _check_k(k):
+    if _traced(k):
+        return k
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
         raise GenerationError("k", f"must be an integer >= 1, got {k!r}")
     return int(k)
 
 
 def _check_p(p):
+    if _traced(p):
+        return p
     if (
         isinstance(p, bool)
         or not isinstance(p, numbers.Real)
@@ -279,7 +294,7 @@ class TopPSampler(Sampler):
             )
 
     def choose(self, scores, noise):
-        k = self.k or ops.shape(scores)[-1]
+        k = ops.shape(scores)[-1] if self.k is None else self.k
         values, ids = ops.top_k(scores, k)
         # the probabilities of the whole tempered distribution
         norm = ops.logsumexp(scores, axis=-1, keepdims=True)
