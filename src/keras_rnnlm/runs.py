@@ -423,8 +423,10 @@ def write_best_weights(run_dir, save, record):
     """Replaces the run's best weights: ``save(path)`` writes them.
 
     The new weights are written to a temporary file and hashed; the
-    current best weights, if they have their recorded digest, are kept as
-    :data:`BEST_PREVIOUS_WEIGHTS_FILE` (a hard link, else a copy);
+    current best weights, if they have their recorded digest and come from
+    an earlier epoch (not the same epoch trained again after a resume),
+    are kept as :data:`BEST_PREVIOUS_WEIGHTS_FILE` (a hard link, else a
+    copy);
     :data:`BEST_FILE` is written with
     ``record`` (epoch, validation loss), the new SHA-256 and, under
     ``"previous"``, the previous best's record; then the new weights are
@@ -440,7 +442,11 @@ def write_best_weights(run_dir, save, record):
         write_point("best.written")
         old = read_best_record(run_dir)
         previous = old.get("previous")
-        if os.path.exists(best) and old.get("sha256") == file_digest(best):
+        if (
+            os.path.exists(best)
+            and old.get("sha256") == file_digest(best)
+            and _earlier(old, record)
+        ):
             _keep_copy(best, os.path.join(run_dir, BEST_PREVIOUS_WEIGHTS_FILE))
             previous = {k: v for k, v in old.items() if k != "previous"}
             write_point("best.kept")
@@ -459,9 +465,21 @@ def write_best_weights(run_dir, save, record):
         raise
 
 
+def _earlier(old, new):
+    """Whether best weights recorded as ``old`` come from an earlier epoch
+    than ``new`` (not from the same epoch, trained again after a
+    resume)."""
+    try:
+        return int(old["epoch"]) < int(new["epoch"])
+    except (KeyError, TypeError, ValueError):
+        return True
+
+
 def _keep_copy(path, copy):
     """``copy`` becomes a whole copy of ``path`` (a hard link where the
     file system has them), put in place by a rename."""
+    if os.path.exists(copy) and os.path.samefile(path, copy):
+        return  # a link already (rename() would leave the temporary)
     tmp = copy + ".tmp"
     with contextlib.suppress(FileNotFoundError):
         os.remove(tmp)

@@ -2,12 +2,14 @@
 from its last mid-epoch checkpoint and ends exactly where an uninterrupted
 run does (weights, optimizer state, epoch logs, NT-ASGD average)."""
 
+import json
 import os
 import shutil
 
 import keras
 import numpy as np
 import pytest
+from interrupting import AtBatch
 from interrupting import Killed
 from interrupting import kill
 from run_dirs import checkpoint_state
@@ -16,8 +18,10 @@ from run_dirs import newest_checkpoint
 from run_dirs import run_log
 
 from keras_rnnlm.callbacks.checkpoint import TrainingCheckpoint
+from keras_rnnlm.callbacks.checkpoint import read_checkpoint
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.config import apply_overrides
+from keras_rnnlm.runs import RunFileError
 from keras_rnnlm.training import prepare_run
 from keras_rnnlm.training import train
 
@@ -407,3 +411,138 @@ def test_random_kill_step_then_resume_equals_uninterrupted(
         _assert_same_run(straight, killed, ["loss", "ppl", "val_loss"])
 
     check()
+
+
+# -- checkpoints are verified when read ------------------------------------
+
+
+def _mid_epoch_killed(cfg, out, epoch, batch):
+    """``cfg`` with checkpoints every 10 batches, trained in ``out`` until
+    a kill at ``batch`` of ``epoch``; returns the run's config and its
+    checkpoint folders, newest first."""
+    from keras_rnnlm.callbacks.checkpoint import checkpoints
+
+    killed = apply_overrides(
+        cfg, [f"train.out_dir={out}", "train.checkpoint_every_steps=10"]
+    )
+    with pytest.raises(Killed):
+        train(killed, callbacks=[kill(epoch, batch)])
+    return killed, checkpoints(str(out))
+
+
+def test_a_truncated_newest_checkpoint_is_passed_over_in_one_line(
+    tiny_config, tmp_path, capsys
+):
+    """The newest checkpoint's weights truncated: the resume says so in
+    one line, starts from the checkpoint before it and ends where the
+    uninterrupted run does."""
+    cfg = apply_overrides(tiny_config, ["model.dropout=0.3"])
+    straight = apply_overrides(
+        cfg,
+        [
+            f"train.out_dir={tmp_path / 'straight'}",
+            "train.checkpoint_every_steps=10",
+        ],
+    )
+    full = _Batches()
+    train(straight, callbacks=[full])
+    killed, (newest, previous, *_) = _mid_epoch_killed(
+        cfg, tmp_path / "killed", 1, 23
+    )
+    assert newest.endswith("epoch-0002-batch-000000020")
+    assert previous.endswith("epoch-0002-batch-000000010")
+    weights = os.path.join(newest, "model.weights.h5")
+    size = os.path.getsize(weights)
+    os.truncate(weights, size // 2)
+    capsys.readouterr()
+    rest = _Batches()
+    train(killed, callbacks=[rest])
+    assert capsys.readouterr().err == (
+        f"passing over a bad checkpoint: {weights}: {size // 2} bytes, not "
+        f"the {size} that manifest.json records (a truncated or replaced "
+        f"file); using {previous}\n"
+    )
+    assert rest.per_epoch == {1: full.per_epoch[1] - 10}
+    _assert_same_run(straight, killed, ["loss", "ppl", "val_loss"])
+
+
+def test_no_good_checkpoint_is_one_line_naming_the_file(
+    tiny_config, tmp_path, capsys
+):
+    """``{}`` written over the newest checkpoint's state.json and the
+    previous one's manifest truncated: the resume stops with one line
+    naming the newest one's file."""
+    from keras_rnnlm.cli.errors import run_reporting_errors
+
+    killed, (newest, previous) = _mid_epoch_killed(
+        tiny_config, tmp_path / "run", 0, 23
+    )
+    state = os.path.join(newest, "state.json")
+    size = os.path.getsize(state)
+    with open(state, "w") as f:
+        f.write("{}")
+    manifest = os.path.join(previous, "manifest.json")
+    os.truncate(manifest, 10)
+    with pytest.raises(RunFileError, match="not valid JSON"):
+        read_checkpoint(previous)
+    capsys.readouterr()
+    assert run_reporting_errors("train", lambda: train(killed)) == 2
+    assert capsys.readouterr().err == (
+        f"keras-rnnlm train: error: {state}: 2 bytes, not the {size} that "
+        "manifest.json records (a truncated or replaced file); no "
+        f"checkpoint of {killed.train.out_dir} is whole: start over with "
+        "--no-resume\n"
+    )
+    assert not os.path.exists(os.path.join(killed.train.out_dir, "train.lock"))
+
+
+def test_divergence_does_not_name_a_checkpoint_with_nan_weights(
+    tiny_config, tmp_path
+):
+    """A NaN in the newest (mid-epoch) checkpoint's weights, with its
+    manifest's digest matching (written so): the divergence message names
+    the good checkpoint before it, whose weights are finite."""
+    import h5py
+
+    from keras_rnnlm.callbacks import TrainingDivergedError
+    from keras_rnnlm.runs import file_digest
+
+    cfg = apply_overrides(
+        tiny_config,
+        ["data.max_train_tokens=1024", "train.checkpoint_every_steps=10"],
+    )
+    out = cfg.train.out_dir
+
+    def poison():
+        folder = newest_checkpoint(out)
+        assert folder.endswith("epoch-0002-batch-000000010")
+        weights = os.path.join(folder, "model.weights.h5")
+        with h5py.File(weights, "r+") as f:
+            bias = f["layers/dense/vars/1"]
+            value = bias[()]
+            value[0] = np.nan
+            bias[...] = value
+        path = os.path.join(folder, "manifest.json")
+        manifest = json.load(open(path))
+        manifest["files"]["model.weights.h5"] = {
+            "bytes": os.path.getsize(weights),
+            "sha256": file_digest(weights),
+        }
+        with open(path, "w") as f:
+            json.dump(manifest, f)
+        for w in model_of[0].trainable_weights:  # the loss becomes NaN
+            w.assign(np.full(w.shape, np.nan, "float32"))
+
+    model_of = []
+
+    class Poison(AtBatch):
+        def set_model(self, model):
+            super().set_model(model)
+            model_of[:] = [model]
+
+    with pytest.raises(TrainingDivergedError) as e:
+        train(cfg, callbacks=[Poison(1, 14, poison)])
+    good = os.path.join(out, "checkpoint", "epoch-0001-end")
+    assert f"is {good} (end of epoch 1, val_loss" in str(e.value)
+    with pytest.raises(RunFileError, match="non-finite values"):
+        read_checkpoint(newest_checkpoint(out))

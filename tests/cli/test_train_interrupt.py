@@ -1,13 +1,15 @@
 """Ctrl-C and SIGTERM on a real training process: one line naming the
 checkpoint and the command that resumes (the recipe script the user
 ran), the signal's exit status, a resume that says where it starts, and
-a second signal that ends the process at once."""
+a second signal that ends the process at once. A second training on the
+run directory of a running one is refused in one line naming it."""
 
 import json
 import os
 import queue
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -122,6 +124,49 @@ def test_ctrl_c_then_sigterm_on_a_recipe_script(tiny_corpus_dir, tmp_path):
     code, err = p.stop(signal.SIGTERM)
     assert code == 143
     assert "interrupted by SIGTERM" in _interrupted_line(err)
+    assert not (run / "train.lock").exists()
+
+
+def test_a_second_training_on_the_same_out_is_refused(
+    tiny_corpus_dir, tmp_path, capsys
+):
+    from keras_rnnlm.cli import main
+
+    recipe = tmp_path / "tiny_recipe.py"
+    recipe.write_text(RECIPE.format(preset=repr(_preset(tiny_corpus_dir))))
+    run = tmp_path / "run"
+    p = _Process([sys.executable, str(recipe), "--out", str(run)], tmp_path)
+    p.wait_for("Epoch 1/40")
+    config = (run / "config.json").read_text()
+    # another learning rate, into the same directory: refused before it
+    # writes anything
+    code = main(
+        [
+            "train",
+            str(recipe),
+            "--out",
+            str(run),
+            "--set",
+            "train.learning_rate=5",
+        ]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    host = socket.gethostname()
+    assert err.startswith(
+        f"keras-rnnlm train: error: {run} is in use by pid {p.p.pid} on "
+        f"{host}, training there since "
+    )
+    assert err.endswith(
+        f"({run / 'train.lock'}): wait for it to end or stop it, or give "
+        "another --out\n"
+    )
+    assert len(err.splitlines()) == 1
+    assert (run / "config.json").read_text() == config
+    assert len((run / "runs.jsonl").read_text().splitlines()) == 1
+    code, _ = p.stop(signal.SIGINT)
+    assert code == 130
     assert not (run / "train.lock").exists()
 
 

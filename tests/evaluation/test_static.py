@@ -231,3 +231,137 @@ def test_the_evaluator_says_which_path_and_how_many_windows_a_call():
     stream = resets.batches(np.arange(80, dtype="int32") % VOCAB)
     assert not resets.runs_in_window_loop(stream)
     assert resets.windows_a_call_for(stream) == resets.model.steps_per_execution
+
+
+# -- a run's weights, verified when read ----------------------------------
+
+
+def _random_run(tiny_config, tmp_path):
+    from run_dirs import write_random_run
+
+    run, _ = write_random_run(tiny_config, tmp_path / "run")
+    return run
+
+
+def _evaluate(run, capsys):
+    """``keras-rnnlm evaluate RUN``: the exit status and the last line
+    of stderr."""
+    from keras_rnnlm.cli import main
+
+    code = main(["evaluate", run, "--split", "valid"])
+    err = capsys.readouterr().err.strip().splitlines()
+    return code, err[-1] if err else ""
+
+
+def _edit_json(path, edit):
+    import json
+
+    with open(path) as f:
+        data = json.load(f)
+    edit(data)
+    with open(path, "w") as f:
+        json.dump(data, f)
+
+
+def test_a_vocabulary_or_config_that_disagrees_with_the_weights_is_one_line(
+    tiny_config, tmp_path, capsys
+):
+    import os
+
+    run = _random_run(tiny_config, tmp_path)
+    weights = os.path.join(run, "best.weights.h5")
+    vocab = os.path.join(run, "vocab.json")
+    with open(vocab) as f:
+        size = len(__import__("json").load(f)["tokens"])
+
+    def one_short(v):
+        v["tokens"].remove("friend")
+        v["size"] = len(v["tokens"])
+
+    _edit_json(vocab, one_short)
+    code, line = _evaluate(run, capsys)
+    assert code == 2
+    assert line == (
+        f"keras-rnnlm evaluate: error: {vocab} has {size - 1} tokens but "
+        f"{weights} was trained with {size}: layers/dense/vars/0 is "
+        f"(16, {size}) in the file, (16, {size - 1}) for {size - 1} tokens"
+    )
+
+    run = _random_run(tiny_config, tmp_path / "other")
+    weights = os.path.join(run, "best.weights.h5")
+    config = os.path.join(run, "config.json")
+    _edit_json(config, lambda c: c["model"].update(hidden_sizes=[16, 8]))
+    code, line = _evaluate(run, capsys)
+    assert code == 2
+    assert line.startswith(
+        f"keras-rnnlm evaluate: error: {config} does not describe the model "
+        f"in {weights}: layers/dense/vars/0 is (16, {size}) in the file, "
+        f"(8, {size}) by config.json (and "
+    )
+
+
+def test_bad_best_weights_are_one_line_naming_the_file(
+    tiny_config, tmp_path, capsys
+):
+    import os
+
+    import h5py
+
+    run = _random_run(tiny_config, tmp_path)
+    weights = os.path.join(run, "best.weights.h5")
+    with h5py.File(weights, "r+") as f:  # one NaN
+        bias = f["layers/dense/vars/1"]
+        value = bias[()]
+        value[3] = np.nan
+        bias[...] = value
+    code, line = _evaluate(run, capsys)
+    assert code == 2
+    assert line.startswith(
+        f"keras-rnnlm evaluate: error: {weights}: non-finite values (NaN or "
+        "infinity) in layers/dense/vars/1, and the run has no good previous "
+        "best weights"
+    )
+    with open(weights, "wb") as f:
+        f.write(bytes(4096))  # zeroed
+    code, line = _evaluate(run, capsys)
+    assert code == 2
+    assert f"error: {weights}: not a readable weights file" in line
+
+
+def test_truncated_best_weights_fall_back_to_the_previous_ones(
+    tiny_config, tmp_path, capsys
+):
+    import os
+    import shutil
+
+    from keras_rnnlm.evaluation.static import evaluate_run
+    from keras_rnnlm.runs import load_run
+    from keras_rnnlm.runs import write_best_weights
+
+    run = _random_run(tiny_config, tmp_path)
+    weights = os.path.join(run, "best.weights.h5")
+    good = evaluate_run(run, splits=("valid",), write=False)["valid"]
+    copy = os.path.join(run, "copy.weights.h5")
+    shutil.copyfile(weights, copy)
+    _, vocab = load_run(run)
+    other = build_language_model(
+        tiny_config.model, len(vocab), None, stateful=False, seed=9
+    )
+    # as training writes them: the first ones kept when the second come
+    write_best_weights(
+        run,
+        lambda path: shutil.copyfile(copy, path),
+        {"epoch": 0, "val_loss": 2.0},
+    )
+    write_best_weights(run, other.save_weights, {"epoch": 1, "val_loss": 1.0})
+    os.truncate(weights, os.path.getsize(weights) // 2)
+    capsys.readouterr()
+    r = evaluate_run(run, splits=("valid",), write=False)
+    previous = os.path.join(run, "best.previous.weights.h5")
+    assert r["weights"] == previous
+    assert r["valid"]["nll"] == good["nll"]
+    assert capsys.readouterr().err == (
+        f"{weights}: its SHA-256 is not the one best.json records (a "
+        f"corrupt or replaced file); using the previous best weights "
+        f"{previous} (epoch 1) instead\n"
+    )

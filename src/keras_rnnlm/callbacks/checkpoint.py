@@ -33,6 +33,7 @@ import numpy as np
 from keras_rnnlm.callbacks.base import StatefulCallback
 from keras_rnnlm.callbacks.base import host_value
 from keras_rnnlm.callbacks.base import sync_model_state
+from keras_rnnlm.metrics import TokenNLL
 from keras_rnnlm.runs import BEST_WEIGHTS_FILE
 from keras_rnnlm.runs import CHECKPOINT_ARRAYS_FILE
 from keras_rnnlm.runs import CHECKPOINT_DIR
@@ -299,6 +300,27 @@ def checkpoint_history(run_dir):
 
 def _remove_tree(path):
     shutil.rmtree(path, ignore_errors=True)
+
+
+def tidy_checkpoints(run_dir, resumed=None):
+    """Removes what killed writes left in ``run_dir``'s checkpoints
+    (``.tmp-*``, ``.old-*`` folders) and all but the newest
+    :data:`KEEP_CHECKPOINTS` folders; with ``resumed`` (the folder a
+    resume starts from), the newer ones first (they failed to verify:
+    :func:`newest_good_checkpoint`). For the run's writer."""
+    directory = os.path.join(run_dir, CHECKPOINT_DIR)
+    if not os.path.isdir(directory):
+        return
+    for name in os.listdir(directory):
+        if name.startswith((".tmp-", ".old-")):
+            _remove_tree(os.path.join(directory, name))
+    found = checkpoints(run_dir)
+    if resumed is not None and resumed in found:
+        for path in found[: found.index(resumed)]:
+            _remove_tree(path)
+        found = found[found.index(resumed) :]
+    for path in found[KEEP_CHECKPOINTS:]:
+        _remove_tree(path)
 
 
 class BestCheckpoint(StatefulCallback):
@@ -778,16 +800,31 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         # On TensorFlow the compiled metrics are built by the first train
         # step, after ``on_epoch_begin``; so the totals of the batches
         # before the kill are added after the resumed epoch's first batch.
-        # Every metric of a run accumulates sums (Keras's loss tracker:
-        # total / count; the token metrics: Kahan-summed total / count
-        # with their compensations), so adding them continues the sums.
+        # Every metric of a run accumulates sums: Keras's loss tracker
+        # (total / count: added), the token metrics (Kahan-summed total /
+        # count with their compensations: the first batch's sum is added
+        # to the saved sum as the uninterrupted run's Kahan step adds it,
+        # so the epoch's figures are the same to the bit).
         path, arrays = self._pending_metrics
         self._pending_metrics = None
         sync_model_state(self.model)
-        for v, value in self._check_arrays(
+        saved = self._check_arrays(
             path, arrays, "m", self.model.metrics_variables
-        ):
-            v.assign(v.value + value)
+        )
+        saved = {id(v): value for v, value in saved}
+        merged = set()
+        for acc, comp in _kahan_sums(self.model):
+            if id(acc) not in saved or id(comp) not in saved:
+                continue
+            total, compensation = saved[id(acc)], saved[id(comp)]
+            y = host_value(acc).astype(total.dtype) - compensation
+            t = total + y
+            acc.assign(t)
+            comp.assign((t - total) - y)
+            merged |= {id(acc), id(comp)}
+        for v in self.model.metrics_variables:
+            if id(v) in saved and id(v) not in merged:
+                v.assign(v.value + saved[id(v)])
 
     # -- resume --------------------------------------------------------------
     def restore(self, model):
@@ -797,13 +834,15 @@ class TrainingCheckpoint(keras.callbacks.Callback):
         :class:`~keras_rnnlm.runs.RunFileError` when there are
         checkpoints but none is good, or one does not fit ``model``."""
         self.resume_batches = 0
-        if is_writer():
-            self._remove_leftovers()
         found = newest_good_checkpoint(self.run_dir, say=_say)
         if found is None:
             self._refuse_older_layout()
+            if is_writer():
+                tidy_checkpoints(self.run_dir)
             return 0
         folder, manifest, state = found
+        if is_writer():
+            tidy_checkpoints(self.run_dir, resumed=folder)
         if model.optimizer is not None and not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
         weights = os.path.join(folder, CHECKPOINT_WEIGHTS_FILE)
@@ -839,14 +878,6 @@ class TrainingCheckpoint(keras.callbacks.Callback):
             return int(state["epoch"])
         return int(state["epoch"]) + 1
 
-    def _remove_leftovers(self):
-        """Removes what a killed write left (``.tmp-*``, ``.old-*``)."""
-        if not os.path.isdir(self.directory):
-            return
-        for name in os.listdir(self.directory):
-            if name.startswith((".tmp-", ".old-")):
-                _remove_tree(os.path.join(self.directory, name))
-
     def _refuse_older_layout(self):
         older = [
             n
@@ -859,6 +890,17 @@ class TrainingCheckpoint(keras.callbacks.Callback):
                 f"version does not resume ({', '.join(older)}; no checkpoint "
                 "folders): start over with --no-resume"
             )
+
+
+def _kahan_sums(model):
+    """``(sum, compensation)`` of every Kahan sum of ``model``'s compiled
+    token metrics (:class:`~keras_rnnlm.metrics.TokenNLL`)."""
+    for metric in model.metrics:
+        # Keras gathers the compiled metrics in one container metric
+        for m in (metric, *getattr(metric, "metrics", ())):
+            if isinstance(m, TokenNLL):
+                yield m.total, m.total_c
+                yield m.count, m.count_c
 
 
 def _say(message):

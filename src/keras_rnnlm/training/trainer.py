@@ -29,6 +29,7 @@ from keras_rnnlm.callbacks import make_lr_schedule
 from keras_rnnlm.callbacks.bptt_lr import SequenceLengthLRScale
 from keras_rnnlm.callbacks.checkpoint import checkpoint_history
 from keras_rnnlm.callbacks.checkpoint import saved_progress
+from keras_rnnlm.callbacks.checkpoint import tidy_checkpoints
 from keras_rnnlm.callbacks.interrupt import can_handle_signals
 from keras_rnnlm.callbacks.interrupt import interrupted_at
 from keras_rnnlm.callbacks.logging import write_epoch_log
@@ -258,7 +259,8 @@ def _train_locked(config, out, callbacks, resume, init_weights, reevaluate):
         check_resumable(config)
         progress = saved_progress(out)
         if _complete(progress, config.train.epochs):
-            if is_writer():  # a kill may have come before its last row
+            if is_writer():  # a kill may have come before these
+                tidy_checkpoints(out)
                 write_epoch_log(
                     os.path.join(out, LOG_FILE), checkpoint_history(out)
                 )
