@@ -244,13 +244,24 @@ def _random_run(tiny_config, tmp_path):
 
 
 def _evaluate(run, capsys):
-    """``keras-rnnlm evaluate RUN``: the exit status and the last line
-    of stderr."""
+    """``keras-rnnlm evaluate RUN`` and ``keras-rnnlm score RUN FILE``
+    (which loads the weights through :func:`load_checked_weights`): the
+    exit status and the last line of stderr of the first, after checking
+    that the second says the same."""
+    import os
+
     from keras_rnnlm.cli import main
 
     code = main(["evaluate", run, "--split", "valid"])
     err = capsys.readouterr().err.strip().splitlines()
-    return code, err[-1] if err else ""
+    line = err[-1] if err else ""
+    text = os.path.join(run, "sentences.txt")
+    with open(text, "w") as f:
+        f.write("the cat sees a ball .\n")
+    assert main(["score", run, text]) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1:] == [line.replace(" evaluate: ", " score: ")]
+    return code, line
 
 
 def _edit_json(path, edit):

@@ -52,6 +52,7 @@ from keras_rnnlm.data.registry import CORPORA
 from keras_rnnlm.data.registry import get_corpus_spec
 from keras_rnnlm.data.sentences import sentence_rule
 from keras_rnnlm.data.sentences import sentence_starts
+from keras_rnnlm.evaluation.static import load_checked_weights
 from keras_rnnlm.metrics import token_nll
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.runs import load_run
@@ -244,7 +245,7 @@ class Scorer:
             )
         finally:
             keras.config.set_dtype_policy(policy)
-        model.load_weights(weights)
+        load_checked_weights(model, weights, config.model, len(vocab), run_dir)
         kwargs.setdefault("tokenization", tokenization_for_run(config, vocab))
         kwargs.setdefault("sentence_reset", run_sentence_rule(config))
         scorer = cls(model, vocab, **kwargs)
