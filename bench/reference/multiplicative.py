@@ -7,6 +7,7 @@ hoisted over the window, a Python loop over time, eager autograd; or the
 step traced by TorchScript) -> softmax.
 """
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -120,11 +121,13 @@ def traced_step(step, w, units, n_states, batch):
 class CharLM:
     """The character model of ``cell`` with ``units``: ``forward(x (T,
     B), states) -> (logits, states)``, ``params``, ``zero_state(batch)``;
-    ``jit``: the step traced by TorchScript for ``batch`` rows."""
+    ``jit``: the step traced by TorchScript for ``batch`` rows;
+    ``weights``: the cell's weights (default :func:`cell_weights`, whose
+    shapes come from the package's cell)."""
 
-    def __init__(self, cell, units, vocab, jit=False, batch=None):
+    def __init__(self, cell, units, vocab, jit=False, batch=None, weights=None):
         self.units, self.vocab = units, vocab
-        self.w = cell_weights(cell, units, vocab)
+        self.w = weights or cell_weights(cell, units, vocab)
         self.n_states = state_count(cell)
         self.step = cell_step(cell, self.w, units, vocab)
         if jit:
@@ -147,3 +150,16 @@ class CharLM:
         return tuple(
             torch.zeros(batch, self.units) for _ in range(self.n_states)
         )
+
+
+@torch.no_grad()
+def copy_keras_weights(kmodel, lm):
+    """The package's Keras character model's weights (its recurrent layer
+    ``rnn_0`` and ``decoder``) into a :class:`CharLM` of the same cell:
+    the cell's weights have the same names and layouts."""
+    for weight in kmodel.get_layer("rnn_0").weights:
+        name = weight.path.split("/")[-1]
+        lm.w[name].copy_(torch.from_numpy(np.asarray(weight)))
+    kernel, bias = kmodel.get_layer("decoder").get_weights()
+    lm.dec.weight.copy_(torch.from_numpy(np.ascontiguousarray(kernel.T)))
+    lm.dec.bias.copy_(torch.from_numpy(bias))
