@@ -447,6 +447,7 @@ def pair_records(args, model, threads, samples, prepared):
             "load_averages": [round(r["load_average"], 2) for r in runs],
             "first_call_s": [round(r["first_call_s"], 2) for r in runs],
             "import_rss_mb": round(_import_rss(runs), 1),
+            **({"backend": runs[0]["backend"]} if "backend" in runs[0] else {}),
             **malloc_fields(runs, ref_runs),
         }
         for batch in args.batches:

@@ -190,6 +190,24 @@ TABLES = (
         note="x PyTorch, same run",
     ),
     Table(
+        "Text generation: `LanguageModel.generate` against PyTorch's "
+        "sampling loop",
+        ("generation",),
+        r"generate_(?P<row>.+)_(?P<col>b\d+_(tok_s|first_token|peak_rss))",
+        (
+            ("b1_tok_s", "batch 1, tok/s"),
+            ("b32_tok_s", "batch 32, tok/s"),
+            ("b1_first_token", "first token, batch 1, ms"),
+            ("b32_first_token", "first token, batch 32, ms"),
+            ("b32_peak_rss", "peak RSS, MB"),
+        ),
+        kinds=("throughput", "latency", "memory"),
+        models=("keras",),
+        hide_models=("*",),
+        note="x pytorch/examples' generate.py loop, same run: tok/s "
+        "higher is better, ms and MB lower; untrained weights",
+    ),
+    Table(
         "Export variants: `score_text` and the TF Serving warm-up replay",
         ("export", "warmup_replay"),
         r"export_(score_text_)?(?P<col>batch32|one_sentence|warmup_replay)",

@@ -379,3 +379,83 @@ def test_trainer_against_upstream_tokens_and_memory_a_class_a_cap(tmp_path):
     ]
     assert "2,100 (1.40x)" in sections[capped]
     assert "2,100" not in sections[full]
+
+
+def _generation(model, batch, metric, impl, value, ref, threads):
+    """A record as bench.generation writes it."""
+    kind, unit = {
+        "tok_s": ("throughput", "tok/s"),
+        "first_token": ("latency", "ms"),
+        "peak_rss": ("memory", "MB"),
+    }[metric]
+    return {
+        **_new_cpu(AVX512_FLAGS),
+        "kind": kind,
+        "name": f"generate_{model}_b{batch}_{metric}",
+        "model": impl,
+        "value": value,
+        "unit": unit,
+        "reference": ref,
+        "reference_name": "pytorch/examples word_language_model generate.py "
+        "loop, torch 2.13"
+        if ref
+        else None,
+        "ratio": round(value / ref, 3) if ref else None,
+        "batch": batch,
+        "threads": threads,
+        "date": "2026-12-01",
+        "command": "python -m bench.generation",
+    }
+
+
+def test_generation_table_keras_against_the_sampling_loop(tmp_path):
+    """bench.generation's records: a row a model and thread setting, the
+    Keras figure and its ratio to the PyTorch loop in each column (tokens/s
+    at batch 1 and 32, first-token ms, peak RSS), the PyTorch records no
+    row of their own, another CPU class its own section."""
+    figures = {  # metric, batch -> (keras, torch)
+        ("tok_s", 1): (120.0, 100.0),
+        ("tok_s", 32): (2400.0, 3000.0),
+        ("first_token", 1): (15.0, 30.0),
+        ("first_token", 32): (45.5, 35.0),
+        ("peak_rss", 1): (950.0, 380.0),
+        ("peak_rss", 32): (980.0, 392.0),
+    }
+    records = []
+    for threads, scale in ((1, 1.0), (2, 2.0)):
+        for (metric, batch), (keras, torch) in figures.items():
+            keras = keras * scale if metric == "tok_s" else keras
+            records += [
+                _generation(
+                    "zaremba_ptb_medium", batch, metric, "keras", keras,
+                    torch, threads,
+                ),
+                _generation(
+                    "zaremba_ptb_medium", batch, metric, "torch", torch,
+                    None, threads,
+                ),
+            ]  # fmt: skip
+    other = _generation("awd_lstm_ptb_cpu", 1, "tok_s", "keras", 77.0, 70.0, 1)
+    other.update(_new_cpu(["sse4_2", "avx", "avx2", "fma"], model="Intel"))
+    other["threads"] = 1
+    _write(tmp_path / "results", "generation", records + [other])
+    _, generated, results_md = _run(tmp_path)
+    sections = _sections(generated)
+    amd = sections["CPU AMD EPYC, AVX-512, 2 cores"]
+    assert "#### Text generation: `LanguageModel.generate`" in amd
+    assert (
+        "| batch 1, tok/s | batch 32, tok/s | first token, batch 1, ms "
+        "| first token, batch 32, ms | peak RSS, MB | date |" in amd
+    )
+    rows = [r for r in amd.splitlines() if r.startswith("| zaremba")]
+    assert rows == [
+        "| zaremba ptb medium | 1 | 120 (1.20x) | 2,400 (0.80x) | 15 (0.50x)"
+        " | 45.5 (1.30x) | 980 (2.50x) | 2026-12-01 |",
+        "| zaremba ptb medium | 2 | 240 (2.40x) | 4,800 (1.60x) | 15 (0.50x)"
+        " | 45.5 (1.30x) | 980 (2.50x) | 2026-12-01 |",
+    ]
+    assert "awd" not in amd
+    intel = sections["CPU Intel, AVX2, 2 cores"]
+    assert "| awd lstm ptb cpu | 1 | 77 (1.10x) |" in intel
+    assert "## generation" in results_md
+    assert "generate_zaremba_ptb_medium_b1_peak_rss" in results_md
