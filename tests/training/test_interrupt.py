@@ -197,3 +197,33 @@ def test_a_signal_without_mid_epoch_checkpoints_saves_its_batch(
 
     train(config, callbacks=[Batches()])
     assert len(progress) == info.value.batches - 5
+
+
+def test_sigterm_outside_the_epochs_releases_the_run(
+    tiny_corpus_dir, tmp_path, monkeypatch
+):
+    """SIGTERM during the final evaluation (no epoch running, so no
+    StopOnSignal): TrainingInterrupted naming the newest checkpoint, the
+    lock released, and a resume evaluates the run."""
+    from keras_rnnlm.training import trainer
+
+    config = _config(tiny_corpus_dir, tmp_path / "run", "train.epochs=1")
+    evaluate = trainer.evaluate_run
+
+    def terminated_evaluate(*args, **kwargs):
+        signal.raise_signal(signal.SIGTERM)
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "evaluate_run", terminated_evaluate)
+    handlers = _handlers()
+    with pytest.raises(TrainingInterrupted) as info:
+        train(config)
+    assert _handlers() == handlers
+    assert info.value.signum == signal.SIGTERM
+    assert info.value.checkpoint == newest_checkpoint(config.train.out_dir)
+    assert (info.value.epoch, info.value.batch) == (2, 0)
+    out = config.train.out_dir
+    assert not os.path.exists(os.path.join(out, "train.lock"))
+    assert not os.path.exists(os.path.join(out, "results.json"))
+    monkeypatch.undo()
+    assert "valid" in train(config)
