@@ -333,6 +333,14 @@ def parser():
         help="first-token calls per process, each on fresh prompts",
     )
     p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=0,
+        help="seconds the whole bench may take: no repeat is started that "
+        "would end past it at the last repeat's pace (0: no limit; the "
+        "records say how many repeats ran)",
+    )
     return p
 
 
@@ -372,9 +380,11 @@ def prepare_models(args, tmp):
     return prepared
 
 
-def run_matrix(args, tmp):
+def run_matrix(args, tmp, started):
     """The children of every (model, threads, impl), repeats
-    interleaved: ``{key: [results]}``."""
+    interleaved: ``{key: [results]}``; no further repeat once the last
+    one's time would take the bench (from ``started``) past
+    ``--budget``."""
     keys = [
         (model, threads, impl)
         for model in args.models
@@ -405,11 +415,29 @@ def run_matrix(args, tmp):
         model, threads, impl = key
         print(
             f"run {rep + 1} {model} threads {threads or 'default'} "
-            f"{impl:5s}: {cells}  (load {r['load_average']:.2f})",
+            f"{impl:5s}: {cells}  ({r['wall_s']:.0f} s, load "
+            f"{r['load_average']:.2f})",
             flush=True,
         )
 
-    return interleave(keys, args.repeats, one, report)
+    samples = {key: [] for key in keys}
+    for rep in range(args.repeats):
+        t = time.perf_counter()
+        found = interleave(
+            keys, 1, one, lambda _, k, r, rep=rep: report(rep, k, r)
+        )
+        for key, results in found.items():
+            samples[key] += results
+        now = time.perf_counter()
+        end = now - started + (now - t)  # another repeat at this pace
+        if args.budget and rep + 1 < args.repeats and end > args.budget:
+            print(
+                f"--budget {args.budget:.0f} s: {rep + 1} of "
+                f"{args.repeats} repeats (another would end at {end:.0f} s)",
+                flush=True,
+            )
+            break
+    return samples
 
 
 def _median(runs, batch, figure):
@@ -482,7 +510,7 @@ def main(argv=None):
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench_generation_") as tmp:
         prepared = prepare_models(args, tmp)
-        samples = run_matrix(args, tmp)
+        samples = run_matrix(args, tmp, started)
     records = []
     for model in args.models:
         for threads in args.thread_settings:
