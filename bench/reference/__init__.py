@@ -12,6 +12,9 @@ model, and where a bench checks it, with the Keras model's weights:
   (mRNN, mLSTM, true mLSTM, mGRU, true mGRU) of the character models;
 * :mod:`~bench.reference.dynamic_eval`: Krause et al.'s RMS dynamic
   evaluation on a :mod:`~bench.reference.zaremba` model.
+* :mod:`~bench.reference.sampling`: text sampled from the Zaremba, AWD
+  and character models as pytorch/examples' ``word_language_model/
+  generate.py`` samples, with Keras weights.
 
 Each module imports torch: import it only where PyTorch runs (a bench's
 torch child).
