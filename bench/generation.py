@@ -126,9 +126,11 @@ def prepare(model, workdir, prompts, prompt_tokens):
     """Writes ``model``'s run directory (untrained weights), its PyTorch
     reference with the same weights, and ``prompts`` prompts into
     ``workdir``; returns the parameter count and the largest difference
-    of the two models' next-token log-probabilities."""
+    of the two models' next-token log-probabilities (the reference as
+    read back from its file)."""
     import numpy as np
 
+    from bench.reference.sampling import load_reference
     from bench.reference.sampling import next_log_probs
     from bench.reference.sampling import save_reference
     from keras_rnnlm import LanguageModel
@@ -152,14 +154,16 @@ def prepare(model, workdir, prompts, prompt_tokens):
     lm = LanguageModel.from_run(run)
     tokenization = lm.scorer.tokenization
     space = None if tokenization.mode == "whitespace" else "_"
-    ref = save_reference(
-        os.path.join(workdir, REFERENCE),
+    path = os.path.join(workdir, REFERENCE)
+    save_reference(
+        path,
         family,
         lm.scorer.model,
         config.to_dict()["model"],
         corpus.vocab.tokens,
         space if space in corpus.vocab else None,
     )
+    ref = load_reference(path)  # as the PyTorch child reads it
     texts, rows = prompt_pool(lm, corpus, prompts, prompt_tokens)
     with open(os.path.join(workdir, PROMPTS), "w") as f:
         json.dump({"texts": texts, "rows": rows}, f)
