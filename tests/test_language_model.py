@@ -195,8 +195,13 @@ def test_export_and_the_model_from_it(lm, tmp_path):
         lm.next_token_logprobs(SENTENCES),
         atol=1e-5,
     )
-    with pytest.raises(GenerationError, match="generate signature") as e:
-        exported.generate("the cat")
-    assert e.value.argument == "model"
+    # generate: the export's signature, the run's text for the same seed
+    kwargs = {"max_tokens": 10, "sampler": "top_p", "seed": 3}
+    assert exported.generate(SENTENCES, **kwargs) == lm.generate(
+        SENTENCES, **kwargs
+    )
+    with pytest.raises(GenerationError, match="no cache") as e:
+        exported.generate("the cat", cache="ptb")
+    assert e.value.argument == "cache"
     with pytest.raises(ValueError, match="is an export"):
         exported.export(str(tmp_path / "again" / "1"))

@@ -29,6 +29,7 @@ from keras import ops
 
 from keras_rnnlm.cache_pointer import CacheConfig
 from keras_rnnlm.export import export_saved_model
+from keras_rnnlm.export.generate import generations as export_generations
 from keras_rnnlm.generation import GenerationError
 from keras_rnnlm.generation import GenerationLoop
 from keras_rnnlm.generation import get_sampler
@@ -237,21 +238,19 @@ class LanguageModel:
         seed = secrets.randbelow(MAX_SEED + 1) if seed is None else seed
         seed = check_seed(seed)
         cache = _cache_config(cache)
+        rows, results = [], []
         if self.is_export:
             # the export's generate signature
-            raise GenerationError(
-                "model",
-                f"{self.path} is an export without a generate signature; "
-                "generate from its run directory",
+            results = self._export_generations(
+                texts, max_tokens, sampler, seed, stop_token, num_samples, cache
             )
-        stop_id = self._stop_id(stop_token)
-        vocab = self.scorer.vocab
-        bos = self.scorer.begin().last_token
-        rows = []
-        for text in texts:
-            _, ids, _ = self.scorer.encode(text)
-            rows += [[bos, *(int(i) for i in ids)]] * num_samples
-        results = []
+        else:
+            stop_id = self._stop_id(stop_token)
+            vocab = self.scorer.vocab
+            bos = self.scorer.begin().last_token
+            for text in texts:
+                _, ids, _ = self.scorer.encode(text)
+                rows += [[bos, *(int(i) for i in ids)]] * num_samples
         if rows:
             out = self._generation_loop()(
                 rows, sampler, max_tokens, seed, stop_id, cache
@@ -283,6 +282,39 @@ class LanguageModel:
                 for i in range(0, len(results), num_samples)
             ]
         return results[0] if single else results
+
+    def _export_generations(self, texts, max_tokens, sampler, seed,
+                            stop_token, num_samples, cache):  # fmt: skip
+        """The continuations of the export's ``generate`` signature
+        (:mod:`keras_rnnlm.export.generate`), the same as the run's for
+        the same seed."""
+        if cache is not None:
+            raise GenerationError(
+                "cache",
+                "the export's generate signature has no cache; generate "
+                "with the cache from the run directory",
+            )
+        if stop_token is None:
+            stop_token = ""
+        elif isinstance(stop_token, str) and stop_token == AUTO:
+            word_level = self.scorer.tokenization.mode == "whitespace"
+            eos = self.scorer.metadata.get("eos_token")
+            stop_token = eos if word_level and eos else ""
+        elif not isinstance(stop_token, str) or not stop_token:
+            raise GenerationError(
+                "stop_token",
+                f"{stop_token!r} is not a token of the vocabulary "
+                f"({self.vocabulary_size} tokens)",
+            )
+        return export_generations(
+            self.scorer.model,
+            texts,
+            max_tokens,
+            sampler,
+            seed,
+            stop_token,
+            num_samples,
+        )
 
     def _stop_id(self, stop_token):
         vocab = self.scorer.vocab

@@ -154,12 +154,27 @@ def test_a_missing_model_is_one_line(tmp_path, capsys):
 
 
 @pytest.mark.slow  # an export (~20 s on 2 cores)
-def test_an_export_without_a_generate_signature(lm, tmp_path, capsys):
+def test_an_export_gives_the_runs_text(lm, tiny_run, tmp_path, capsys):
+    """The export's generate signature: the run's text for the same
+    seed (JSON lines equal but for the log-probabilities' last digits);
+    its limits and --cache are one line naming the flag."""
     path = lm.export(str(tmp_path / "lm" / "1"), warmup=False)
     capsys.readouterr()
-    assert main(["generate", path]) == 2
+    argv = ["--prompt", "the cat", "--prompt", "", "--sampler", "top_k"]
+    argv += ["--top-k", "3", "--num-samples", "2", "--max-tokens", "12"]
+    argv += ["--seed", "5", "--json"]
+    assert main(["generate", tiny_run, *argv]) == 0
+    want = [json.loads(line) for line in _lines(capsys)]
+    assert main(["generate", path, *argv]) == 0
+    got = [json.loads(line) for line in _lines(capsys)]
+    for g, w in zip(got, want, strict=True):
+        assert g.pop("logprobs") == pytest.approx(w.pop("logprobs"), abs=1e-4)
+        assert g.pop("log_prob") == pytest.approx(w.pop("log_prob"), abs=1e-3)
+        assert g == w
+    over = ["--max-tokens", "4096", "--num-samples", "2"]  # 2 x 4097 > 8192
+    assert main(["generate", path, *over]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith("keras-rnnlm generate: error: MODEL ")
-    assert "generate signature" in line
+    assert line.startswith("keras-rnnlm generate: error: --max-tokens ")
+    assert "token budget of the export" in line
     assert main(["generate", path, "--cache", "ptb"]) == 2
     assert "--cache needs a run directory" in capsys.readouterr().err

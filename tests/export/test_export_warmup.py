@@ -112,6 +112,10 @@ def _check(export_dir, max_length, rows):
         assert np.isfinite(r["log_probs"]).all()
     steps = sorted(i["token_ids"].shape[1] for i, _ in ran["step"])
     assert steps[0] == 1 and steps[-1] == max_length
+    # generate: every sampler, one row and the multi-row batch
+    samplers = {i["sampler"].numpy().decode() for i, _ in ran["generate"]}
+    assert samplers == {"greedy", "random", "top_k", "top_p"}
+    assert {len(r["text"]) for _, r in ran["generate"]} == {1, rows}
     return requests
 
 

@@ -31,6 +31,14 @@ CORE_OPS = {
     "TopKV2", "Transpose", "UnicodeTranscode", "UnicodeDecodeWithOffsets",
     "UnsortedSegmentSum", "VarHandleOp", "VarIsInitializedOp", "Where",
     "While", "StringSplitV2", "RaggedTensorFromVariant",
+    # generate: the generation loop's (tests/generation/test_loop.py's
+    # LOOP_OPS: the samplers' ArgMax, their stateless noise, the loop's
+    # masks), the sampler switch (StatelessCase), a few comparisons and
+    # reductions of its input checks, and the text (ReduceJoin). Core ops
+    # of TensorFlow 2.x (the test below checks each is registered).
+    "Any", "ArgMax", "Bitcast", "BitwiseAnd", "Greater", "LogicalNot",
+    "LogicalOr", "Min", "NotEqual", "ReduceJoin", "StatelessCase",
+    "StatelessRandomGetKeyCounter", "StatelessRandomUniformV2",
 }  # fmt: skip
 # tensorflow-text ops that tensorflow-text 2.12.1 has (the version linked
 # by stock TF Serving 2.12-2.19): WhitespaceTokenizeWithOffsetsV2 exists
@@ -43,7 +51,12 @@ _BAD_INPUTS = r"""
 import json, sys
 import tensorflow as tf, tensorflow_text  # noqa: F401
 model = tf.saved_model.load(sys.argv[1])
-GOOD = {tf.string: "the cat", tf.int32: 1, tf.float32: 0.0}
+GOOD = {tf.string: "the cat", tf.int32: 1, tf.float32: 0.0, tf.int64: 1}
+# Inputs of unknown rank (generate's parameters: a scalar or one value
+# per prompt) keep a good scalar; the cases apply to the others.
+SCALARS = {"max_tokens": 1, "sampler": "greedy", "temperature": 1.0,
+           "top_k": 0, "top_p": 1.0, "seed": 0, "num_samples": 1,
+           "stop_token": ""}
 results = {}
 for sig in sys.argv[2:]:
     fn = model.signatures[sig]
@@ -52,6 +65,13 @@ for sig in sys.argv[2:]:
         args = {}
         for name, spec in specs.items():
             rank, dt = spec.shape.rank, spec.dtype
+            other = tf.string if dt != tf.string else tf.int32
+            if rank is None:
+                v = tf.constant(SCALARS[name], dt)
+                if case == "dtype":
+                    v = tf.constant(GOOD[other], other)
+                args[name] = v
+                continue
             full = [1 if d is None else d for d in spec.shape.as_list()]
             good = tf.fill(full, tf.constant(GOOD[dt], dt))
             if case == "rank0":
@@ -61,7 +81,6 @@ for sig in sys.argv[2:]:
             elif case == "empty":
                 v = good[:0] if rank else tf.constant(0, dt)
             else:
-                other = tf.string if dt != tf.string else tf.int32
                 v = tf.fill(full, tf.constant(GOOD[other], other))
             args[name] = v
         try:

@@ -69,12 +69,19 @@ import tempfile
 import keras
 import numpy as np
 
+from keras_rnnlm.export.generate import NEUTRAL
+from keras_rnnlm.export.generate import GenerateEndpoint
+from keras_rnnlm.export.generate import input_specs as generate_specs
 from keras_rnnlm.export.tensorflow_only import require_tensorflow
 from keras_rnnlm.export.warmup import DEFAULT_WARMUP_MAX_LENGTH
 from keras_rnnlm.export.warmup import WARMUP_FILE
 from keras_rnnlm.export.warmup import warmup_lengths
 from keras_rnnlm.export.warmup import warmup_requests
 from keras_rnnlm.export.warmup import write_warmup_file
+from keras_rnnlm.generation import SAMPLERS
+from keras_rnnlm.generation import reset_token_ids
+from keras_rnnlm.generation.samplers import MAX_SEED
+from keras_rnnlm.generation.text import MAX_TOKENS_LIMIT
 from keras_rnnlm.scoring.inference_model import build_inference_model
 from keras_rnnlm.scoring.scorer import Scorer
 from keras_rnnlm.scoring.scorer import token_log_probs
@@ -86,6 +93,7 @@ ENDPOINTS = (
     "initial_state",
     "step",
     "step_with_keys",
+    "generate",
 )
 VOCAB_ASSET = "vocab.txt"
 # Python's str.split()/str.isspace() whitespace, as an RE2 class. The text is
@@ -138,6 +146,7 @@ class _Graph:
         self.time_buckets = scorer.time_buckets
         self.max_batch_size = int(limits["max_batch_size"])
         self.max_tokens = int(limits["max_tokens"])
+        self.reset_ids = reset_token_ids(vocab, scorer.sentence_reset)
         init = tf.lookup.TextFileInitializer(
             vocab_path,
             tf.string,
@@ -149,6 +158,7 @@ class _Graph:
         self.tokens = tf.constant(vocab.tokens)
         if self.tokenization.mode == "whitespace":
             self.tokenizer = tf_text.WhitespaceTokenizer()
+        self.generate = GenerateEndpoint(self)
 
     # -------------------------------------------------- input validation
     # Every endpoint checks its inputs before tokenising or running a loop:
@@ -524,6 +534,7 @@ class _Graph:
             },
             "step": {"token_ids": ids, **state_specs},
             "step_with_keys": {"token_ids": ids, **state_specs},
+            "generate": generate_specs(tf),
         }
 
 
@@ -611,6 +622,7 @@ def export_saved_model(
             scorer.tokenization,
             scorer.batch_size,
             scorer.time_buckets,
+            sentence_reset=scorer.sentence_reset,
         )
     requests, warmup_meta = None, None
     if warmup:
@@ -672,7 +684,7 @@ def _metadata(scorer, xla, limits):
     v = scorer.vocab
     return {
         "format": "keras_rnnlm.saved_model",
-        "format_version": 1,
+        "format_version": 2,
         "xla": bool(xla),
         "limits": dict(limits),
         "endpoints": list(ENDPOINTS),
@@ -686,4 +698,11 @@ def _metadata(scorer, xla, limits):
         "state_kinds": list(scorer.inference.state_kinds),
         "key_dim": scorer.inference.key_dim,
         "time_buckets": [list(b) for b in scorer.time_buckets],
+        "sentence_reset": scorer.sentence_reset,
+        "generate": {
+            "samplers": list(SAMPLERS),
+            "max_tokens_limit": MAX_TOKENS_LIMIT,
+            "max_seed": MAX_SEED,
+            "neutral": dict(NEUTRAL),
+        },
     }

@@ -25,7 +25,10 @@ file unless ``warmup=False``). The requests, shortest first:
   multi-row batches of 1 token and of the short lengths, from the initial
   states; ``step_with_keys`` the same up to :data:`DENSE_UP_TO` steps
   (and 1 token for the multi-row batch);
-* ``initial_state`` for one row and for the multi-row batch.
+* ``initial_state`` for one row and for the multi-row batch;
+* ``generate``: one row with each sampler (:data:`GENERATE_TOKENS`
+  tokens after a one-token prompt), and the multi-row batch with the
+  ``random`` one (the loop, and each sampler's branch, instantiated).
 
 Every request is within the export's limits (so it succeeds), and its text
 is made of one vocabulary token repeated (tokenised back to itself), so the
@@ -37,6 +40,7 @@ import os
 
 import numpy as np
 
+from keras_rnnlm.generation import SAMPLERS
 from keras_rnnlm.scoring.scorer import bucket_length
 
 ASSETS_EXTRA = "assets.extra"
@@ -59,6 +63,8 @@ MULTI_ROW_UP_TO = 16
 #: Rows of the multi-row requests (``keras-rnnlm serve``'s and the
 #: documented TF Serving batching's ``max_batch_size``).
 BATCH_ROWS = 32
+#: Tokens each ``generate`` warm-up request generates.
+GENERATE_TOKENS = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,6 +173,25 @@ def warmup_requests(
             WarmupRequest("next_token_logprobs", {"prefixes": texts}),
         ]
 
+    def generate(batch, sampler):
+        params = {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
+        if sampler == "top_k":
+            params["top_k"] = min(5, len(scorer.vocab))
+        elif sampler == "top_p":
+            params["top_p"] = 0.9
+        inputs = {
+            "prompts": np.array([token.encode("utf-8")] * batch, object),
+            "max_tokens": np.int32(GENERATE_TOKENS),
+            "sampler": np.array(sampler.encode("utf-8"), object),
+            "temperature": np.float32(params["temperature"]),
+            "top_k": np.int32(params["top_k"]),
+            "top_p": np.float32(params["top_p"]),
+            "seed": np.int64(0),
+            "num_samples": np.int32(1),
+            "stop_token": np.array(b"", object),
+        }
+        return WarmupRequest("generate", inputs)
+
     def step(batch, length, signature="step"):
         states = infer.initial_states(batch)
         inputs = {"token_ids": np.full((batch, length), token_id, np.int32)}
@@ -178,12 +203,18 @@ def warmup_requests(
         step(1, 1),
         step(1, 1, "step_with_keys"),
     ]
+    # generate: the start token, the prompt's token, the new ones
+    steps = 2 + GENERATE_TOKENS
+    if steps <= max_tokens:
+        out += [generate(1, name) for name in SAMPLERS]
     if rows > 1:
         out += [
             WarmupRequest("initial_state", {"batch_size": np.int32(rows)}),
             step(rows, 1),
             step(rows, 1, "step_with_keys"),
         ]
+        if rows * steps <= max_tokens:
+            out.append(generate(rows, "random"))
     for length in lengths:
         # Sentences of 0 words are <eos> alone, padded to the first bucket.
         if length > 1:
