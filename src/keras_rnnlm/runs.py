@@ -426,13 +426,13 @@ def write_best_weights(run_dir, save, record):
     current best weights, if they have their recorded digest and come from
     an earlier epoch (not the same epoch trained again after a resume),
     are kept as :data:`BEST_PREVIOUS_WEIGHTS_FILE` (a hard link, else a
-    copy);
-    :data:`BEST_FILE` is written with
-    ``record`` (epoch, validation loss), the new SHA-256 and, under
-    ``"previous"``, the previous best's record; then the new weights are
-    renamed into place. A reader (:func:`run_weights`) accepts a weights
-    file whose digest is either record's, so a kill (or a read) between
-    any two steps finds whole, verified best weights.
+    copy); :data:`BEST_FILE` is written with ``record`` (epoch,
+    validation loss), the new SHA-256, under ``"previous"`` the previous
+    best's record and under ``"replacing"`` the digest of the file being
+    replaced; then the new weights are renamed into place. A reader
+    (:func:`run_weights`) accepts a weights file with any of these
+    digests, so a kill (or a read) between any two steps finds whole,
+    verified best weights.
     """
     best = os.path.join(run_dir, BEST_WEIGHTS_FILE)
     tmp = best + ".tmp.weights.h5"
@@ -442,19 +442,24 @@ def write_best_weights(run_dir, save, record):
         write_point("best.written")
         old = read_best_record(run_dir)
         previous = old.get("previous")
-        if (
-            os.path.exists(best)
-            and old.get("sha256") == file_digest(best)
-            and _earlier(old, record)
-        ):
+        current = file_digest(best) if os.path.exists(best) else None
+        if current == old.get("sha256") and current and _earlier(old, record):
             _keep_copy(best, os.path.join(run_dir, BEST_PREVIOUS_WEIGHTS_FILE))
-            previous = {k: v for k, v in old.items() if k != "previous"}
+            previous = {
+                k: v
+                for k, v in old.items()
+                if k not in ("previous", "replacing")
+            }
             write_point("best.kept")
+        # "replacing": the file that is still in place until the rename
+        record = {
+            **record,
+            "sha256": digest,
+            "previous": previous,
+            "replacing": current,
+        }
         atomic_write_text(
-            os.path.join(run_dir, BEST_FILE),
-            json.dumps(
-                {**record, "sha256": digest, "previous": previous}, indent=2
-            ),
+            os.path.join(run_dir, BEST_FILE), json.dumps(record, indent=2)
         )
         write_point("best.recorded")
         os.replace(tmp, best)
@@ -500,6 +505,8 @@ def _best_problem(path, record):
         for r in (record, record.get("previous") or {})
         if isinstance(r, dict) and r.get("sha256")
     }
+    if accepted and record.get("replacing"):
+        accepted.add(record["replacing"])
     if accepted and file_digest(path) not in accepted:
         return (
             f"its SHA-256 is not the one {BEST_FILE} records (a corrupt or "

@@ -2,6 +2,7 @@
 point of its run-directory writes (:data:`keras_rnnlm.runs.WRITE_POINTS`:
 the lock, each step of the best weights' replacement, of an epoch and of
 a mid-epoch checkpoint, the epoch log, ``model.keras``, ``results.json``)
+leaves whole, verified best weights and checkpoints for a reader, and
 resumes to the uninterrupted run's end, bit for bit: the checkpoint's
 weights, the epoch log, the best weights, the results and the folders
 kept. The kill is the process's own (``KERAS_RNNLM_KILL_AT=POINT:N``:
@@ -23,9 +24,11 @@ from run_dirs import run_log
 from tiny_configs import tiny_run_dict
 
 from keras_rnnlm.callbacks.checkpoint import checkpoints
+from keras_rnnlm.callbacks.checkpoint import newest_good_checkpoint
 from keras_rnnlm.config import RunConfig
 from keras_rnnlm.runs import KILL_AT_VARIABLE
 from keras_rnnlm.runs import WRITE_POINTS
+from keras_rnnlm.runs import run_weights
 from keras_rnnlm.training import train
 
 # (point, N): the N-th time. 132 batches an epoch, a mid-epoch checkpoint
@@ -142,12 +145,19 @@ def test_a_kill_at_any_write_point_resumes_to_the_same_run(
 ):
     config = _config(tiny_corpus_dir, tmp_path / "run")
     _kill_at(config, point, n)
+    # what a reader finds there now: whole, verified files
+    out = config.train.out_dir
+    if os.path.exists(os.path.join(out, "best.weights.h5")):
+        assert run_weights(out) == os.path.join(out, "best.weights.h5")
+    if checkpoints(out):
+        assert newest_good_checkpoint(out)[0] == checkpoints(out)[0]
+    assert capsys.readouterr().err == ""
     train(config)
     for a, b in zip(checkpoint_weights(straight), checkpoint_weights(config)):
         np.testing.assert_array_equal(a, b)
     assert run_log(config.train.out_dir) == run_log(straight.train.out_dir)
     assert _results(config) == _results(straight)
-    out, ref = config.train.out_dir, straight.train.out_dir
+    ref = straight.train.out_dir
     for name in ("best.weights.h5", "best.previous.weights.h5"):
         assert _arrays(os.path.join(out, name)) == _arrays(
             os.path.join(ref, name)

@@ -186,16 +186,21 @@ def read_checkpoint(path):
         )
     for name, entry in files.items():
         file = os.path.join(path, name)
-        if not os.path.exists(file):
-            raise RunFileError(f"{file}: missing")
-        size = os.path.getsize(file)
-        if not isinstance(entry, dict) or size != entry.get("bytes"):
+        entry = entry if isinstance(entry, dict) else {}
+        try:
+            size = os.path.getsize(file)
+            digest = file_digest(file) if size == entry.get("bytes") else None
+        except FileNotFoundError:
+            raise RunFileError(f"{file}: missing") from None
+        except OSError as e:
+            raise RunFileError(f"{file}: {e.strerror or e}") from None
+        if size != entry.get("bytes"):
             raise RunFileError(
                 f"{file}: {size} bytes, not the {entry.get('bytes')} that "
                 f"{CHECKPOINT_MANIFEST_FILE} records (a truncated or "
                 "replaced file)"
             )
-        if file_digest(file) != entry.get("sha256"):
+        if digest != entry.get("sha256"):
             raise RunFileError(
                 f"{file}: its SHA-256 is not the one "
                 f"{CHECKPOINT_MANIFEST_FILE} records (a corrupt file)"
