@@ -11,7 +11,12 @@ gRPC takes and returns ``TensorProto`` maps.
 Every input is checked against the SignatureDef (names, dtype, rank) and
 against the server's limits (rows per request, tokens per sentence), so
 that a bad request gets a 4xx without reaching the model. A gRPC tensor's
-declared shape is checked before any value is expanded. Outputs go back
+declared shape is checked before any value is expanded; an input of
+unknown rank (``generate``'s parameters: a scalar or one value per
+prompt) holds at most ``max_rows`` values. A ``generate`` request counts
+its continuations (prompts x ``num_samples``) against ``max_rows`` and
+each prompt's tokens plus ``max_tokens`` against ``max_sentence_tokens``
+(its values are the graph's to check). Outputs go back
 to gRPC clients in the typed fields of ``TensorProto`` (``float_val``,
 ``int_val``, ``string_val``...), as TF Serving writes them by default.
 """
@@ -128,6 +133,11 @@ def check_inputs(signature, arrays, limits, servable):
                         f"input {name} must have shape {shape}; got "
                         f"{list(array.shape)}"
                     )
+        if shape is None and array.size > limits.max_rows:
+            raise _bad(
+                f"input {name} has {array.size} values > {limits.max_rows} "
+                "(--max-rows)"
+            )
         if shape:
             if array.shape[0] == 0:
                 raise _bad(f"empty batch: input {name} has no rows")
@@ -146,20 +156,52 @@ def check_inputs(signature, arrays, limits, servable):
     ids = arrays.get("token_ids")
     if ids is not None and ids.ndim == 2:
         longest = max(longest, ids.shape[1])
+    what = "a sentence has"
+    if "prompts" in arrays and rows is not None:
+        what = "a prompt and its max_tokens make"
+        continuations = rows * _largest(arrays.get("num_samples"), 1)
+        if continuations > limits.max_rows:
+            raise _bad(
+                f"too many continuations: prompts x num_samples = "
+                f"{continuations} > {limits.max_rows} per request "
+                "(--max-rows)"
+            )
     if longest > limits.max_sentence_tokens:
         raise _bad(
-            f"a sentence has {longest} tokens > {limits.max_sentence_tokens}"
+            f"{what} {longest} tokens > {limits.max_sentence_tokens}"
             " (--max-sentence-tokens)"
         )
     return arrays
+
+
+def _largest(array, default):
+    """The largest value of an integer input (``default`` if absent or
+    empty)."""
+    if array is None or not array.size:
+        return default
+    return int(np.max(array))
 
 
 def row_steps(signature, arrays, servable):
     """The time steps each row of a call takes before padding, as the
     export counts them for its token budget (``rows x padded length <=
     max_tokens``): a sentence's or prefix's tokens + 1 (``<eos>`` / the
-    start token), ``score_ids``' ``lengths`` + 1, ``step``'s ``T``; None
-    for a call without a time dimension (``initial_state``)."""
+    start token), ``score_ids``' ``lengths`` + 1, ``step``'s ``T``,
+    ``generate``'s prompt tokens + 1 + its ``max_tokens`` (a scalar or
+    one per prompt; prompt tokens + 1 where they are of another shape);
+    None for a call without a time dimension (``initial_state``)."""
+    prompts = arrays.get("prompts")
+    if prompts is not None and prompts.ndim == 1:
+        steps = np.fromiter(
+            (_count_tokens(s, servable) + 1 for s in prompts),
+            np.int64,
+            len(prompts),
+        )
+        max_tokens = arrays.get("max_tokens")
+        if max_tokens is not None and max_tokens.size in (1, len(steps)):
+            wanted = max_tokens.reshape(-1).astype(np.int64)
+            steps = steps + np.maximum(wanted, 0)
+        return steps
     for name in ("sentences", "prefixes"):
         array = arrays.get(name)
         if array is not None and array.ndim == 1:
@@ -301,8 +343,14 @@ def _declared_shape(signature, name, proto, limits):
                     f"input {name} has {got} steps > "
                     f"{limits.max_sentence_tokens} (--max-sentence-tokens)"
                 )
-    elif len(dims) > 8:
-        raise _bad(f"input {name}: rank {len(dims)} > 8")
+    else:
+        if len(dims) > 8:
+            raise _bad(f"input {name}: rank {len(dims)} > 8")
+        n = int(np.prod(dims, dtype=object)) if dims else 1
+        if n > limits.max_rows:
+            raise _bad(
+                f"input {name} has {n} values > {limits.max_rows} (--max-rows)"
+            )
     return dims
 
 

@@ -126,7 +126,9 @@ class Signature:
             self.inputs[key] = (tf.dtypes.as_dtype(info.dtype), shape)
         self.outputs = sorted(signature_def.outputs)
         self.budget = None  # the export's per-call Budget (Servable sets)
-        # Batched: every input has a leading batch dimension.
+        # Batched: every input has a leading batch dimension. generate's
+        # parameters are scalars (unknown rank): never merged, never
+        # split (a row's noise depends on its index in the call).
         self.batched = bool(self.inputs) and all(
             shape is not None and len(shape) >= 1 and shape[0] == -1
             for _, shape in self.inputs.values()

@@ -15,8 +15,8 @@ before a version is swapped in:
   ``next_token_logprobs`` per time bucket (the padded lengths of
   ``time_buckets`` in the export's ``assets/keras_rnnlm.json``) that a
   one-row request within the limits can reach, shortest first, within a
-  time budget; then one call of ``score_ids`` and of ``initial_state`` +
-  ``step``. With ``--xla`` exports each new padded length compiles on its
+  time budget; then one call of ``score_ids``, of ``initial_state`` +
+  ``step`` and of ``generate`` (one greedy token). With ``--xla`` exports each new padded length compiles on its
   first call; the default export instantiates its functions once.
 """
 
@@ -30,6 +30,7 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 from tensorflow_serving.apis import prediction_log_pb2
 
+from keras_rnnlm.export.generate import NEUTRAL
 from keras_rnnlm.export.saved_model import MAX_TOKENS
 from keras_rnnlm.export.warmup import ASSETS_EXTRA
 from keras_rnnlm.export.warmup import MAX_RECORDS as MAX_WARMUP_RECORDS
@@ -221,6 +222,19 @@ def warm_up_buckets(servable, max_steps, seconds=WARMUP_SECONDS):
         sigs["step"].fn(token_ids=tf.reshape(bos, [1, 1]), **state)
         calls["initial_state"] += 1
         calls["step"] += 1
+    if "generate" in sigs:
+        sigs["generate"].fn(
+            prompts=tf.constant([""]),
+            max_tokens=tf.constant(1),
+            sampler=tf.constant("greedy"),
+            temperature=tf.constant(NEUTRAL["temperature"], tf.float32),
+            top_k=tf.constant(NEUTRAL["top_k"]),
+            top_p=tf.constant(NEUTRAL["top_p"], tf.float32),
+            seed=tf.constant(0, tf.int64),
+            num_samples=tf.constant(NEUTRAL["num_samples"]),
+            stop_token=tf.constant(NEUTRAL["stop_token"]),
+        )
+        calls["generate"] += 1
     return WarmupReport(
         planned=[p for p, _ in plan],
         reached=dict(reached),
