@@ -16,8 +16,9 @@ before a version is swapped in:
   ``time_buckets`` in the export's ``assets/keras_rnnlm.json``) that a
   one-row request within the limits can reach, shortest first, within a
   time budget; then one call of ``score_ids``, of ``initial_state`` +
-  ``step`` and of ``generate`` (one greedy token). With ``--xla`` exports each new padded length compiles on its
-  first call; the default export instantiates its functions once.
+  ``step`` and of ``generate`` (one greedy token). With ``--xla`` exports
+  each new padded length compiles on its first call; the default export
+  instantiates its functions once.
 """
 
 import collections
