@@ -37,7 +37,13 @@ through ``keras.export.ExportArchive`` with these **stateless** endpoints
     A CBOW context's state (``state_kinds`` ``"token_ids"``: the last K
     word ids, float32, ``-1`` for none) is one of them, checked to hold
     whole numbers in ``[-1, V)``.
+``generate``
+    ``prompts`` (string ``[B]``) and the sampling parameters ->
+    continuations sampled by :mod:`keras_rnnlm.generation`'s loop and
+    samplers in the graph (:mod:`keras_rnnlm.export.generate`): the
+    text of ``LanguageModel.from_run(...).generate`` for the same seed.
 
+``assets/keras_rnnlm.json`` (``format_version`` 2) lists the endpoints.
 The export also writes ``assets.extra/tf_serving_warmup_requests``
 (:mod:`keras_rnnlm.export.warmup`), the requests TF Serving replays when it
 loads the version: every signature, the time buckets up to the token
