@@ -23,6 +23,7 @@ from keras_rnnlm.scoring import Scorer
 from keras_rnnlm.scoring.streaming import POOL_BATCHES
 from keras_rnnlm.scoring.streaming import TokenBudget
 from keras_rnnlm.scoring.streaming import UnscoredLine
+from keras_rnnlm.scoring.streaming import padded_count
 
 SENT = "the cat sees a ball ."
 LONG = " ".join([SENT] * 50)  # 300 words
@@ -79,8 +80,36 @@ def test_budget_batches_and_windows():
         assert len(b) * budget.padded(max(steps[i] for i in b)) <= 100
     assert budget.windows(250) == [(0, 100), (100, 200), (200, 250)]
     assert budget.fits(96) and not budget.fits(99)  # 99 pads to 112
+    assert [budget.padded_rows(r, 12) for r in (1, 3, 5, 8)] == [1, 4, 8, 8]
+    assert budget.padded_rows(5, 32) == 5  # 8 x 32 is over the budget
+    assert [padded_count(n) for n in (1, 17, 100, 4000)] == [16, 32, 112, 4096]
     with pytest.raises(ValueError, match="max_batch_tokens"):
         TokenBudget(0)
+
+
+def test_passes_have_a_bounded_set_of_shapes(tiny_scorer, monkeypatch):
+    """Many sentences of every length: the passes' shapes (rows x width,
+    and the positions the head runs at) come from a small set, however
+    long the input (each new shape is a compiled program kept in
+    memory)."""
+    small = _bounded(tiny_scorer, 64, batch_size=8)
+    shapes = set()
+    fn = small._fn
+
+    def recording(x, y, states, *positions):
+        shapes.add((x.shape, len(positions[0]) if positions else x.size))
+        return fn(x, y, states, *positions)
+
+    monkeypatch.setattr(small, "_fn", recording)
+    rng = np.random.default_rng(0)
+    words = SENT.split()
+    lines = [" ".join(rng.choice(words, n)) for n in rng.integers(0, 40, 400)]
+    got = small.score_batch(lines)
+    np.testing.assert_allclose(got, tiny_scorer.score_batch(lines), atol=1e-4)
+    for (rows, width), n in shapes:
+        assert rows * width <= 64
+        assert rows in (1, 2, 4, 8) or rows == 64 // width, (rows, width)
+        assert n in (16, 32, 48, 64), n
 
 
 def _cbow_stream():

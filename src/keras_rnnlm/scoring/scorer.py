@@ -66,6 +66,7 @@ from keras_rnnlm.scoring.streaming import UnscoredLine
 from keras_rnnlm.scoring.streaming import bucket_length
 from keras_rnnlm.scoring.streaming import check_errors
 from keras_rnnlm.scoring.streaming import check_time_buckets
+from keras_rnnlm.scoring.streaming import padded_count
 from keras_rnnlm.scoring.streaming import stream_scores
 from keras_rnnlm.scoring.tokenization import Tokenization
 from keras_rnnlm.scoring.tokenization import iter_sentence_texts
@@ -523,9 +524,23 @@ class Scorer:
 
         Not padded: right padding would change the final state.
         """
-        ln, final = self._fn(inputs, targets, states)
-        ln = keras.ops.convert_to_numpy(ln).astype(np.float64)
-        return ln, [keras.ops.convert_to_numpy(s) for s in final]
+        ln, final = self._at_positions(
+            inputs, targets, states, np.arange(inputs.size)
+        )
+        return ln[None], [keras.ops.convert_to_numpy(s) for s in final]
+
+    def _at_positions(self, inputs, targets, states, positions):
+        """ln probs (float64) at the flat ``positions`` and the final
+        states. The head runs at a bucketed number of positions
+        (:func:`~keras_rnnlm.scoring.streaming.padded_count`, the first
+        one repeated), so that a long input compiles a bounded set of
+        shapes (XLA compiles one program per shape)."""
+        n = len(positions)
+        padded = np.zeros(padded_count(n), np.int32)
+        padded[:n] = positions
+        ln, final = self._fn(inputs, targets, states, padded)
+        ln = keras.ops.convert_to_numpy(ln)[:n].astype(np.float64)
+        return ln, final
 
     def _sentence_row(self, text, bos, eos):
         """``(steps, row)`` of one sentence: ``row`` is ``(tokens,
@@ -559,17 +574,19 @@ class Scorer:
         if max(lengths) == 0:
             return [np.zeros(0) for _ in inputs]
         width = width or bucket_length(max(lengths), self.time_buckets)
-        x = np.zeros((len(inputs), width), np.int32)
-        y = np.zeros((len(inputs), width), np.int32)
+        rows = len(inputs)
+        if states is None:  # empty rows up to a bucketed count
+            rows = self.budget.padded_rows(rows, width)
+            states = self.inference.initial_states(rows)
+        x = np.zeros((rows, width), np.int32)
+        y = np.zeros((rows, width), np.int32)
         for i, n in enumerate(lengths):
             x[i, :n] = inputs[i]
             y[i, :n] = targets[i]
-        if states is None:
-            states = self.inference.initial_states(len(inputs))
         # the output head runs at the real tokens only
-        ln, _ = self._fn(x, y, states, real_positions(lengths, width))
-        ln = keras.ops.convert_to_numpy(ln).astype(np.float64)
-        return [ln[i, :n] for i, n in enumerate(lengths)]
+        positions = real_positions(lengths, width)
+        ln, _ = self._at_positions(x, y, states, positions)
+        return np.split(ln, np.cumsum(lengths)[:-1])
 
     def _score_long(self, row):
         """One row over the budget: windows of at most
@@ -636,22 +653,30 @@ def token_log_probs(inference, inputs, targets, states, positions=None):
     """
     if positions is None:
         logits, final = inference(inputs, states)
-        targets_at = targets
-    else:
-        logits, final = inference.at_positions(inputs, positions, states)
-        targets_at = ops.take(ops.reshape(targets, (-1,)), positions)
+        return -_token_nll(inference, targets, logits), final
+    ln, final = position_log_probs(
+        inference, inputs, targets, states, positions
+    )
+    shape = ops.shape(targets)
+    ln = ops.scatter(ops.expand_dims(positions, -1), ln, (shape[0] * shape[1],))
+    return ops.reshape(ln, shape), final
+
+
+def position_log_probs(inference, inputs, targets, states, positions):
+    """ln p(target) at the flat ``positions`` into ``batch * time`` only
+    (``(n,)``, in their order; a position may be repeated), and the final
+    states: the output head runs at those positions only."""
+    logits, final = inference.at_positions(inputs, positions, states)
+    targets_at = ops.take(ops.reshape(targets, (-1,)), positions)
+    return -_token_nll(inference, targets_at, logits), final
+
+
+def _token_nll(inference, targets, logits):
     # logit[target] - logsumexp(logits): no second (tokens, vocab) tensor,
     # unlike gathering from log_softmax; one compiled kernel on TensorFlow
     # unless the graph must stay free of XLA functions.
     fused = not getattr(inference, "portable", False)
-    ln = -token_nll(targets_at, logits, fused=fused)
-    if positions is not None:
-        shape = ops.shape(targets)
-        ln = ops.scatter(
-            ops.expand_dims(positions, -1), ln, (shape[0] * shape[1],)
-        )
-        ln = ops.reshape(ln, shape)
-    return ln, final
+    return token_nll(targets, logits, fused=fused)
 
 
 def real_positions(lengths, width):
@@ -663,12 +688,11 @@ def real_positions(lengths, width):
 
 
 def _make_scoring_fn(inference):
-    """``fn(inputs, targets, states, positions=None)`` ->
-    :func:`token_log_probs`, one traced graph on TensorFlow (all
-    positions when ``positions`` is None)."""
+    """``fn(inputs, targets, states, positions)`` ->
+    :func:`position_log_probs`, one traced graph on TensorFlow."""
 
-    def fn(inputs, targets, states, positions=None):
-        return token_log_probs(
+    def fn(inputs, targets, states, positions):
+        return position_log_probs(
             inference, inputs, targets, list(states), positions
         )
 
@@ -691,12 +715,9 @@ def _make_scoring_fn(inference):
         autograph=False,
     )
 
-    def call(inputs, targets, states, positions=None):
-        inputs = tf.convert_to_tensor(inputs, tf.int32)
-        if positions is None:
-            positions = tf.range(tf.size(inputs), dtype=tf.int32)
+    def call(inputs, targets, states, positions):
         return compiled(
-            inputs,
+            tf.convert_to_tensor(inputs, tf.int32),
             tf.convert_to_tensor(targets, tf.int32),
             [tf.convert_to_tensor(s, tf.float32) for s in states],
             tf.convert_to_tensor(positions, tf.int32),

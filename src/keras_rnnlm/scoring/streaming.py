@@ -83,6 +83,14 @@ def bucket_length(t, buckets=TIME_BUCKETS):
     raise AssertionError("unreachable")
 
 
+def padded_count(n):
+    """``n`` rounded up to one of 16 values an octave (at least 16): the
+    number of positions at which a pass runs the output head, a bounded
+    set of shapes (at most 6.25% more)."""
+    step = max(16, 1 << max(0, int(n).bit_length() - 4))
+    return -(-int(n) // step) * step
+
+
 @dataclasses.dataclass(frozen=True)
 class UnscoredLine:
     """A line that could not be scored (``errors="report"``).
@@ -157,6 +165,13 @@ class TokenBudget:
         most ``max_tokens`` steps."""
         edges = [*range(start, steps, self.max_tokens), steps]
         return list(zip(edges[:-1], edges[1:]))
+
+    def padded_rows(self, rows, width):
+        """The rows of a pass of ``rows`` sentences padded to ``width``:
+        the next power of two, within the budget (a bounded set of
+        shapes: a compiled loop is one program per shape)."""
+        cap = max(rows, min(self.max_rows, self.max_tokens // width))
+        return min(1 << (rows - 1).bit_length(), cap)
 
     def tail_width(self, steps):
         """The padded width of a last window of ``steps`` (its bucket, at
