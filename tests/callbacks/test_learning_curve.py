@@ -3,7 +3,6 @@ and validation at every evaluation, titled with the run's name; a
 one-epoch run shows more than its two epoch-end dots, and a run resumed
 in the middle of an epoch plots the points of an uninterrupted one."""
 
-import json
 import math
 import os
 
@@ -12,6 +11,7 @@ import pytest
 from interrupting import Killed
 from interrupting import kill
 from PIL import Image
+from run_dirs import checkpoint_state
 from run_dirs import run_log
 
 from keras_rnnlm.callbacks.logging import learning_curve_figure
@@ -20,9 +20,8 @@ from keras_rnnlm.training import train
 
 
 def _points(cfg):
-    path = os.path.join(cfg.train.out_dir, "checkpoint", "state.json")
-    with open(path) as f:
-        return json.load(f)["callbacks"]["LearningCurve"]["points"]
+    state = checkpoint_state(cfg.train.out_dir)
+    return state["callbacks"]["LearningCurve"]["points"]
 
 
 def test_one_epoch_curve_has_windows_validation_and_the_run_name(

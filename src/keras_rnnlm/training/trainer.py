@@ -243,17 +243,27 @@ def train(
         The results dict (also in ``results.json``).
     """
     out = os.path.abspath(config.train.out_dir)
+    # checked (and the processes joined) before anything is written
+    distribution = make_distribution(config)
     writer = is_writer()  # process 0 of several writes
     if writer:
         _make_run_dir(out)
     with run_lock(out) if writer else contextlib.nullcontext():
         with _stop_on_sigterm(out):
             return _train_locked(
-                config, out, callbacks, resume, init_weights, reevaluate
+                config,
+                out,
+                distribution,
+                callbacks,
+                resume,
+                init_weights,
+                reevaluate,
             )
 
 
-def _train_locked(config, out, callbacks, resume, init_weights, reevaluate):
+def _train_locked(
+    config, out, distribution, callbacks, resume, init_weights, reevaluate
+):
     """:func:`train` in its locked run directory ``out``."""
     if resume:
         check_resumable(config)
@@ -276,7 +286,6 @@ def _train_locked(config, out, callbacks, resume, init_weights, reevaluate):
                 return results
             print(f"{out} is trained ({done}): evaluating its best weights")
             return evaluate_run(config.train.out_dir, config=config)
-    distribution = make_distribution(config)
     with distribution_scope(distribution):
         corpus = _train(config, callbacks, resume, init_weights)
     barrier("keras_rnnlm.train")  # the best weights are written
