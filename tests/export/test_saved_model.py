@@ -77,6 +77,9 @@ def test_untrained_export_in_process(tmp_path):
 
 @pytest.mark.slow
 def test_layout_assets_and_no_cudnn(exported):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
     _, path = exported
     assert os.path.basename(path) == "1"
     assert os.path.exists(os.path.join(path, "saved_model.pb"))
@@ -88,9 +91,23 @@ def test_layout_assets_and_no_cudnn(exported):
     ops = _graph_ops(path)
     assert not {op for op in ops if op.startswith("Cudnn")}
     assert any("Whitespace" in op for op in ops)  # tensorflow_text inside
-    # Inference only: no optimizer or gradient ops, no random ops.
+    # Inference only: no optimizer or gradient ops, no random ops but the
+    # sampling noise of generate (stateless, keyed by its seed input).
     assert not {op for op in ops if op.startswith(("ApplyAdam", "Resource"))}
-    assert not {op for op in ops if "Random" in op or "Dropout" in op}
+    loaded = tf.saved_model.load(path)
+    for name, fn in loaded.signatures.items():
+        graph = fn.graph.as_graph_def()
+        used = {n.op for n in graph.node}
+        for f in graph.library.function:
+            used.update(n.op for n in f.node_def)
+        random = {op for op in used if "Random" in op or "Dropout" in op}
+        if name == "generate":
+            assert random == {
+                "StatelessRandomGetKeyCounter",
+                "StatelessRandomUniformV2",
+            }
+        else:
+            assert not random, name
 
 
 @pytest.mark.slow
