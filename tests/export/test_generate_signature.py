@@ -220,3 +220,42 @@ def test_the_xla_export(exported, tmp_path):
         assert [g.text for g in got] == [w.text for w in want]
         for g, w in zip(got, want):
             np.testing.assert_allclose(g.log_probs, w.log_probs, atol=1e-4)
+
+
+def test_a_session_runs_it_as_tf_serving_does(exported):
+    """TF Serving runs a SignatureDef in a TF1 session, its tensors fed
+    by name: scalars (the columnar format) and one value per prompt (the
+    row format) give the run's text; a bad value is INVALID_ARGUMENT."""
+    import tensorflow as tf
+
+    lm, path = exported
+    want = lm.generate(PROMPTS, 5, "top_k", seed=4, num_samples=2)
+    want = [t for samples in want for t in samples]
+    scalars = {
+        "prompts": np.array([p.encode() for p in PROMPTS], object),
+        "max_tokens": np.int32(5),
+        "sampler": np.array(b"top_k", object),
+        "temperature": np.float32(1.0),
+        "top_k": np.int32(5),
+        "top_p": np.float32(1.0),
+        "seed": np.int64(4),
+        "num_samples": np.int32(2),
+        "stop_token": np.array(b"<eos>", object),
+    }
+    rows = {
+        k: v if k == "prompts" else np.repeat(np.asarray(v)[None], 3)
+        for k, v in scalars.items()
+    }
+    with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+        meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
+        sig = meta.signature_def["generate"]
+        fetch = {k: v.name for k, v in sig.outputs.items()}
+
+        def run(feeds):
+            feed = {sig.inputs[k].name: v for k, v in feeds.items()}
+            return session.run(fetch, feed)
+
+        for feeds in (scalars, rows):
+            assert [t.decode() for t in run(feeds)["text"]] == want
+        with pytest.raises(tf.errors.InvalidArgumentError, match="top_p: "):
+            run({**scalars, "top_p": np.float32(2.0)})
