@@ -205,9 +205,14 @@ class SavedModelScorer:
         inputs = [int(start["bos_ids"].numpy()[0]), *ids]
         targets = np.asarray([*ids, vocab["eos"]], np.int64)
         step = self.model.signatures["step"]
+        budget = self.budget
         ln = []
-        for a, b in self.budget.windows(len(inputs)):
-            out = step(token_ids=tf.constant([inputs[a:b]], tf.int32), **states)
+        for a, b in budget.windows(len(inputs)):
+            # the last window padded to its bucket (a bounded set of
+            # shapes); its final state is not needed
+            x = np.zeros((1, budget.tail_width(b - a)), np.int32)
+            x[0, : b - a] = inputs[a:b]
+            out = step(token_ids=tf.constant(x), **states)
             log_probs = out["log_probs"].numpy()[0]
             ln.append(log_probs[np.arange(b - a), targets[a:b]])
             states = {k: out[k] for k in states}
