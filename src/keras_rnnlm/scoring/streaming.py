@@ -35,8 +35,9 @@ import dataclasses
 
 #: The default token budget of one forward pass (``rows x padded
 #: length``). With a 10,000-word vocabulary the output head's float32
-#: logits for 4096 tokens are about 160 MB.
-MAX_BATCH_TOKENS = 4096
+#: logits for 2048 tokens are about 80 MB; a run directory's batches of
+#: 64 PTB sentences fit it.
+MAX_BATCH_TOKENS = 2048
 #: How many budgets of tokens a chunk of sentences holds: enough to sort
 #: them into well-filled batches, few enough that output comes soon.
 POOL_BATCHES = 8
@@ -219,7 +220,7 @@ def stream_scores(
         except catch as e:
             steps, prepared = 0, UnscoredLine(_one_line(e))
         pool.append((steps, prepared))
-        tokens += steps
+        tokens += max(steps, 1)  # empty lines fill a chunk too
         if tokens >= budget.pool_tokens:
             yield from _score_pool(pool, score_batch, score_long, budget, catch)
             pool, tokens = [], 0
