@@ -83,3 +83,25 @@ def test_an_out_dir_that_is_a_file_is_a_config_error(tiny_config, tmp_path):
     config = apply_overrides(tiny_config, [f"train.out_dir={path}"])
     with pytest.raises(ConfigError, match="--out"):
         train(config)
+
+
+def test_a_short_valid_split_is_refused_before_the_first_batch(
+    tiny_config, tiny_corpus_dir, tmp_path
+):
+    """``train()`` from Python checks every split before training, as the
+    command line does: a 3-token valid.txt is not found after an epoch."""
+    import shutil
+
+    from keras_rnnlm.data import CorpusTooShortError
+
+    corpus = tmp_path / "short_valid"
+    shutil.copytree(tiny_corpus_dir, corpus)
+    (corpus / "valid.txt").write_text("a b\n")
+    config = apply_overrides(tiny_config, [f"data.corpus={corpus}"])
+    with pytest.raises(CorpusTooShortError, match="valid split"):
+        train(config)
+    out = config.train.out_dir
+    assert not any(
+        name.endswith((".weights.h5", ".json", ".csv"))
+        for name in os.listdir(out)
+    )

@@ -39,6 +39,7 @@ from keras_rnnlm.callbacks.regularization import RegularizerLogger
 from keras_rnnlm.callbacks.timing import TimingLog
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.config import load_config
+from keras_rnnlm.data.corpus import check_corpus_fits
 from keras_rnnlm.data.documents import corpus_idf
 from keras_rnnlm.data.fit_data import fit_data
 from keras_rnnlm.data.sentences import lm_sequence
@@ -119,8 +120,10 @@ def compile_model(model, train_config, char_level=False):
 
 
 def prepare_run(config):
-    """Loads the corpus and builds the compiled training model."""
+    """Loads the corpus, checks that every split feeds the run's streams
+    (before a batch is trained), and builds the compiled training model."""
     corpus = load_run_corpus(config)
+    check_corpus_fits(corpus, config.data)
     return corpus, prepare_model(config, corpus)
 
 
