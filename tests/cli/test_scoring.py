@@ -102,3 +102,13 @@ def test_max_batch_tokens_flag(tiny_run, tmp_path, capsys):
         assert a["log10_prob"] == pytest.approx(b["log10_prob"], abs=1e-4)
     assert main(["score", tiny_run, str(path), "--max-batch-tokens", "0"]) == 2
     assert "--max-batch-tokens" in capsys.readouterr().err
+
+
+def test_input_lines_drop_a_byte_order_mark(tmp_path):
+    """A UTF-8 byte-order mark at the start of a file to score (or of a
+    prompt file) is not part of its first word."""
+    from keras_rnnlm.cli.scoring import _open_lines
+
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"\xef\xbb\xbfthe cat\n\xef\xbb\xbfa\n")
+    assert list(_open_lines(str(path))) == ["the cat", "\ufeffa"]

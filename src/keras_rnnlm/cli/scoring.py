@@ -30,6 +30,7 @@ left out of the summary; the others are scored, and the exit status is
 1 (0 when every line was scored, 2 for a usage error).
 """
 
+import codecs
 import collections
 import json
 import math
@@ -66,9 +67,13 @@ def escape_tsv_field(text):
 
 
 def _open_lines(path):
+    """The lines of ``path`` (``-`` or None: standard input) as text, a
+    UTF-8 byte-order mark at the start dropped (as corpora are read)."""
     stream = sys.stdin.buffer if path in (None, "-") else open(path, "rb")
     try:
-        for raw in stream:
+        for i, raw in enumerate(stream):
+            if i == 0 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8) :]
             yield raw.rstrip(b"\n").decode("utf-8", errors="replace")
     finally:
         if stream is not sys.stdin.buffer:
