@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 
+from keras_rnnlm.data.download import sha256_file
 from keras_rnnlm.runs import BEST_FILE
 from keras_rnnlm.runs import BEST_PREVIOUS_WEIGHTS_FILE
 from keras_rnnlm.runs import BEST_WEIGHTS_FILE
@@ -20,7 +21,6 @@ from keras_rnnlm.runs import VOCAB_FILE
 from keras_rnnlm.runs import RunFileError
 from keras_rnnlm.runs import RunLockedError
 from keras_rnnlm.runs import atomic_write_text
-from keras_rnnlm.runs import file_digest
 from keras_rnnlm.runs import load_run
 from keras_rnnlm.runs import run_lock
 from keras_rnnlm.runs import run_weights
@@ -101,11 +101,11 @@ def test_best_weights_are_replaced_with_a_record_and_the_previous_kept(
     write_best_weights(run, _save_value(2.0), {"epoch": 1, "val_loss": 2.0})
     record = json.loads((tmp_path / BEST_FILE).read_text())
     assert record["epoch"] == 1 and record["val_loss"] == 2.0
-    assert record["sha256"] == file_digest(tmp_path / BEST_WEIGHTS_FILE)
+    assert record["sha256"] == sha256_file(tmp_path / BEST_WEIGHTS_FILE)
     previous = record["previous"]
     assert previous["epoch"] == 0 and previous["val_loss"] == 3.0
     assert (tmp_path / BEST_PREVIOUS_WEIGHTS_FILE).read_bytes() == first
-    assert previous["sha256"] == file_digest(
+    assert previous["sha256"] == sha256_file(
         tmp_path / BEST_PREVIOUS_WEIGHTS_FILE
     )
     assert sorted(os.listdir(tmp_path)) == [

@@ -37,7 +37,6 @@ only, so the callbacks that write a run need nothing of the models.
 import contextlib
 import errno
 import functools
-import hashlib
 import json
 import os
 import shutil
@@ -58,6 +57,7 @@ from keras_rnnlm.config import ConfigError
 from keras_rnnlm.config import load_config
 from keras_rnnlm.data import Vocabulary
 from keras_rnnlm.data import load_corpus
+from keras_rnnlm.data.download import sha256_file
 from keras_rnnlm.data.sentences import sentence_rule
 from keras_rnnlm.data.sentences import sentence_starts
 
@@ -372,15 +372,6 @@ def _locked_message(run_dir, path, owner, stale_hint=False):
 # -- verified weights ----------------------------------------------------------
 
 
-def file_digest(path):
-    """The SHA-256 of the file ``path`` (hex)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def weights_file_problem(path):
     """What is wrong with the ``.weights.h5`` file ``path`` (a phrase), or
     ``None``: it must be a readable HDF5 file whose floating-point
@@ -438,11 +429,11 @@ def write_best_weights(run_dir, save, record):
     tmp = best + ".tmp.weights.h5"
     try:
         save(tmp)
-        digest = file_digest(tmp)
+        digest = sha256_file(tmp)
         write_point("best.written")
         old = read_best_record(run_dir)
         previous = old.get("previous")
-        current = file_digest(best) if os.path.exists(best) else None
+        current = sha256_file(best) if os.path.exists(best) else None
         if current == old.get("sha256") and current and _earlier(old, record):
             _keep_copy(best, os.path.join(run_dir, BEST_PREVIOUS_WEIGHTS_FILE))
             previous = {
@@ -507,7 +498,7 @@ def _best_problem(path, record):
     }
     if accepted and record.get("replacing"):
         accepted.add(record["replacing"])
-    if accepted and file_digest(path) not in accepted:
+    if accepted and sha256_file(path) not in accepted:
         return (
             f"its SHA-256 is not the one {BEST_FILE} records (a corrupt or "
             "replaced file)"
@@ -518,7 +509,7 @@ def _best_problem(path, record):
 def _best_epoch(path, record):
     """``" (epoch N)"``: the epoch of the record whose digest ``path``
     has (``""`` if none)."""
-    digest = file_digest(path)
+    digest = sha256_file(path)
     for r in (record, record.get("previous") or {}):
         if isinstance(r, dict) and r.get("sha256") == digest:
             if r.get("epoch") is not None:

@@ -505,7 +505,7 @@ def test_divergence_does_not_name_a_checkpoint_with_nan_weights(
     import h5py
 
     from keras_rnnlm.callbacks import TrainingDivergedError
-    from keras_rnnlm.runs import file_digest
+    from keras_rnnlm.data.download import sha256_file
 
     cfg = apply_overrides(
         tiny_config,
@@ -526,7 +526,7 @@ def test_divergence_does_not_name_a_checkpoint_with_nan_weights(
         manifest = json.load(open(path))
         manifest["files"]["model.weights.h5"] = {
             "bytes": os.path.getsize(weights),
-            "sha256": file_digest(weights),
+            "sha256": sha256_file(weights),
         }
         with open(path, "w") as f:
             json.dump(manifest, f)

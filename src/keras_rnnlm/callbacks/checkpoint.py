@@ -33,6 +33,7 @@ import numpy as np
 from keras_rnnlm.callbacks.base import StatefulCallback
 from keras_rnnlm.callbacks.base import host_value
 from keras_rnnlm.callbacks.base import sync_model_state
+from keras_rnnlm.data.download import sha256_file
 from keras_rnnlm.metrics import TokenNLL
 from keras_rnnlm.runs import BEST_WEIGHTS_FILE
 from keras_rnnlm.runs import CHECKPOINT_ARRAYS_FILE
@@ -41,7 +42,6 @@ from keras_rnnlm.runs import CHECKPOINT_MANIFEST_FILE
 from keras_rnnlm.runs import CHECKPOINT_STATE_FILE
 from keras_rnnlm.runs import CHECKPOINT_WEIGHTS_FILE
 from keras_rnnlm.runs import RunFileError
-from keras_rnnlm.runs import file_digest
 from keras_rnnlm.runs import is_writer
 from keras_rnnlm.runs import local_scope
 from keras_rnnlm.runs import weights_file_problem
@@ -147,7 +147,7 @@ def _write_json(path, data):
 def _file_entry(path):
     with open(path, "rb") as f:
         os.fsync(f.fileno())  # on disk before the manifest vouches for it
-    return {"bytes": os.path.getsize(path), "sha256": file_digest(path)}
+    return {"bytes": os.path.getsize(path), "sha256": sha256_file(path)}
 
 
 def _fsync_dir(directory):
@@ -189,7 +189,7 @@ def read_checkpoint(path):
         entry = entry if isinstance(entry, dict) else {}
         try:
             size = os.path.getsize(file)
-            digest = file_digest(file) if size == entry.get("bytes") else None
+            digest = sha256_file(file) if size == entry.get("bytes") else None
         except FileNotFoundError:
             raise RunFileError(f"{file}: missing") from None
         except OSError as e:
