@@ -132,19 +132,27 @@ def local_scope():
         keras.distribution.set_distribution(previous)
 
 
-def atomic_write_text(path, text):
-    """Writes ``text`` to ``path`` via a temporary file and a rename, so a
-    reader (or a run killed mid-write) never sees half a file. An error
-    (a full disk) names ``path`` and leaves no temporary file."""
-    tmp = f"{path}.tmp"
+@contextlib.contextmanager
+def atomic_path(path, suffix=".tmp"):
+    """Yields a temporary path beside ``path`` to write; on success it
+    replaces ``path`` in one rename, so a reader (or a run killed
+    mid-write) never sees half a file. An error (a full disk) names
+    ``path`` and leaves no temporary file."""
+    tmp = f"{path}{suffix}"
     try:
-        with open(tmp, "w") as f:
-            f.write(text)
+        yield tmp
         os.replace(tmp, path)
     except OSError as e:
         with contextlib.suppress(OSError):
             os.remove(tmp)
         raise path_error(e, path) from e
+
+
+def atomic_write_text(path, text):
+    """Writes ``text`` to ``path`` through :func:`atomic_path`."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "w") as f:
+            f.write(text)
 
 
 def path_error(error, path):

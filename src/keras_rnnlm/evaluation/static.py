@@ -43,12 +43,12 @@ from keras_rnnlm.runs import MODEL_FILE
 from keras_rnnlm.runs import RESULTS_FILE
 from keras_rnnlm.runs import VOCAB_FILE
 from keras_rnnlm.runs import RunFileError
+from keras_rnnlm.runs import atomic_path
 from keras_rnnlm.runs import atomic_write_text
 from keras_rnnlm.runs import is_writer
 from keras_rnnlm.runs import load_run
 from keras_rnnlm.runs import load_run_corpus
 from keras_rnnlm.runs import local_scope
-from keras_rnnlm.runs import path_error
 from keras_rnnlm.runs import run_sentence_starts
 from keras_rnnlm.runs import run_weights
 from keras_rnnlm.runs import write_point
@@ -403,19 +403,13 @@ def _write_results(run_dir, config, corpus, weights, results):
     # model.keras first: results.json marks the run evaluated (a kill
     # between the two evaluates it again)
     path = os.path.join(run_dir, MODEL_FILE)
-    tmp = f"{path}.tmp.keras"
     with local_scope():
         stateless = build_language_model(
             config.model, len(corpus.vocab), None, stateful=False
         )
         stateless.load_weights(weights)
-        try:
+        with atomic_path(path, suffix=".tmp.keras") as tmp:
             stateless.save(tmp)
-            os.replace(tmp, path)
-        except OSError as e:
-            with contextlib.suppress(OSError):
-                os.remove(tmp)
-            raise path_error(e, path) from e
         write_point("model.written")
         atomic_write_text(
             os.path.join(run_dir, RESULTS_FILE),
