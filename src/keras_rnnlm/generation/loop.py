@@ -307,8 +307,9 @@ def _where_rows(rows, a, b):
 class GenerationLoop:
     """:func:`generate_ids` compiled for one inference graph and run from
     NumPy: a ``tf.function`` on TensorFlow (one trace for every batch,
-    prompt width, length and seed), a ``jax.jit`` on JAX (one per shape,
-    length and prefill), one per (sampler, stop token, cache).
+    prompt width, length and seed, the prefill computed in the graph,
+    called as its concrete function), a ``jax.jit`` on JAX (one per
+    shape, length and prefill), one per (sampler, stop token, cache).
 
     Args:
         inference: the :class:`~keras_rnnlm.scoring.InferenceModel`.
@@ -332,9 +333,8 @@ class GenerationLoop:
         ids = np.zeros((len(prompts), int(lengths.max())), np.int32)
         for row, p in enumerate(prompts):
             ids[row, : len(p)] = p
-        prefill = int(prefill_length(ids, lengths, self.reset_ids))
         fn = self._function(sampler, int(stop_id), cache)
-        out = fn(ids, lengths, np.int32(seed), int(max_tokens), prefill)
+        out = fn(ids, lengths, np.int32(seed), np.int32(max_tokens))
         return {k: ops.convert_to_numpy(v) for k, v in out.items()}
 
     def _function(self, sampler, stop_id, cache):
@@ -364,27 +364,33 @@ class GenerationLoop:
         if backend == "tensorflow":
             import tensorflow as tf  # the TensorFlow backend
 
+            def in_graph(prompt_ids, lengths, seed, max_tokens):
+                # the prefill computed in the graph, as the export does:
+                # no eager op a call
+                prefill = prefill_length(prompt_ids, lengths, self.reset_ids)
+                return fn(prompt_ids, lengths, seed, max_tokens, prefill)
+
             scalar = tf.TensorSpec([], tf.int32)
-            compiled = tf.function(
-                fn,
+            # one trace; called as its concrete function (no argument
+            # binding or signature matching a call)
+            return tf.function(
+                in_graph,
                 input_signature=[
                     tf.TensorSpec([None, None], tf.int32),
                     tf.TensorSpec([None], tf.int32),
                     scalar,
                     scalar,
-                    scalar,
                 ],
                 autograph=False,
-            )
-
-            def run(ids, lengths, seed, max_tokens, prefill):
-                return compiled(
-                    ids, lengths, seed, np.int32(max_tokens), np.int32(prefill)
-                )
-
-            return run
+            ).get_concrete_function()
+        compiled = fn
         if backend == "jax":
             import jax  # the JAX backend
 
-            return jax.jit(fn, static_argnames=("max_tokens", "prefill"))
-        return fn
+            compiled = jax.jit(fn, static_argnames=("max_tokens", "prefill"))
+
+        def run(ids, lengths, seed, max_tokens):
+            prefill = int(prefill_length(ids, lengths, self.reset_ids))
+            return compiled(ids, lengths, seed, int(max_tokens), prefill)
+
+        return run
