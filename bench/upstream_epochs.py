@@ -90,7 +90,6 @@ The measuring set for an idle machine (both ISAs, both thread counts,
 TensorFlow and JAX, a paper pair): ``bash bench/jobs/avx2_trainer.sh``.
 """
 
-import csv
 import json
 import os
 import re
@@ -98,25 +97,26 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 
 from bench.harness import ROOT
 from bench.harness.isa import ISA_SETTINGS
 from bench.harness.isa import ISA_VARIABLES
 from bench.harness.isa import check_isa
-from bench.harness.isa import isa_env
 from bench.harness.options import PTB_TRAIN_TOKENS
 from bench.harness.options import add_output_arguments
 from bench.harness.options import bench_parser
 from bench.harness.processes import interleave
-from bench.harness.processes import thread_env
 from bench.harness.processes import watch
 from bench.harness.records import record
 from bench.harness.records import record_fields
 from bench.harness.records import write_records
-from keras_rnnlm.callbacks.timing import read_timing_log
-from keras_rnnlm.runs import LOG_FILE
-from keras_rnnlm.runs import TIMING_FILE
+from bench.harness.trainer_runs import checked
+from bench.harness.trainer_runs import child_env
+from bench.harness.trainer_runs import first_epoch_batches
+from bench.harness.trainer_runs import keras_rate
+from bench.harness.trainer_runs import ran
+from bench.harness.trainer_runs import run_trainer
+from bench.harness.trainer_runs import trainer_command
 
 MODULE = "bench.upstream_epochs"
 REFERENCE_NAME = "salesforce/awd-lstm-lm (main.py, PyTorch)"
@@ -185,40 +185,13 @@ def parser():
     return p
 
 
-def child_env(threads, isa, data, backend=None, environ=None):
-    """The environment of a child: ``environ`` (default this process's)
-    with the ISA knobs of ``isa`` (:func:`~bench.harness.isa.isa_env`),
-    the thread settings of ``threads``
-    (:func:`~bench.harness.processes.thread_env`), the corpus root and,
-    for the trainer, ``KERAS_BACKEND``."""
-    env = thread_env(threads, base=isa_env(isa, environ), KERAS_RNNLM_DATA=data)
-    if backend:
-        env["KERAS_BACKEND"] = backend
-    return env
-
-
 # -- the runs ------------------------------------------------------------------
 
 
 def keras_command(args, out):
     """The trainer's command line, as a user runs it."""
-    return [
-        sys.executable,
-        "-m",
-        "keras_rnnlm.cli",
-        "train",
-        os.path.join(ROOT, "recipes", "awd_lstm_ptb.py"),
-        "--preset",
-        args.preset,
-        "--out",
-        out,
-        "--no-resume",
-        "--set",
-        "train.verbose=0",
-        "--set",
-        "train.timing_log=true",
-        *[x for s in args.sets for x in ("--set", s)],
-    ]
+    recipe = os.path.join(ROOT, "recipes", "awd_lstm_ptb.py")
+    return trainer_command(recipe, args.preset, out, args.sets)
 
 
 def upstream_command(args, ref, work):
@@ -248,33 +221,17 @@ def upstream_command(args, ref, work):
     return cmd + ["--epochs", "1000"]
 
 
-def first_epoch_batches(rows):
-    """The ``batch`` rows of the first epoch of a ``timing.csv``."""
-    return [r for r in rows if r["event"] == "batch" and r["epoch"] == 0]
-
-
 def run_keras(args, backend, work):
     """One trainer run on ``backend``: its batch and epoch-end rows, its
-    log.csv rows, start time, peak RSS and exit."""
-    out = os.path.join(work, "run")
-    timing = os.path.join(out, TIMING_FILE)
-    want = args.warmup + args.batches
-
-    def done():
-        rows = read_timing_log(timing) if args.batches else []
-        return args.batches and len(first_epoch_batches(rows)) >= want
-
-    start = time.time()
-    proc = watch(
-        keras_command(args, out),
+    log.csv rows, start time, peak RSS and exit
+    (:func:`~bench.harness.trainer_runs.run_trainer`)."""
+    return run_trainer(
+        keras_command(args, os.path.join(work, "run")),
         child_env(args.threads, args.isa, args.data, backend),
-        done,
+        args.warmup + args.batches if args.batches else 0,
         args.budget,
-        log=os.path.join(work, "keras.log"),
+        work,
     )
-    run = {**proc, "start": start, "rows": read_timing_log(timing)}
-    run["epochs"] = _log_rows(os.path.join(out, LOG_FILE))
-    return _checked(run, work, "keras.log")
 
 
 def run_upstream(args, ref, work):
@@ -299,7 +256,8 @@ def run_upstream(args, ref, work):
             {"epoch": int(e), "seconds": float(s), "val_ppl": float(p)}
             for e, s, p in _EPOCH_LINE.findall(f.read())
         ]
-    return _checked(run, work, "upstream.log")
+    run["log"] = log
+    return checked(run)
 
 
 _EPOCH_LINE = re.compile(
@@ -307,69 +265,14 @@ _EPOCH_LINE = re.compile(
 )
 
 
-def _log_rows(path):
-    try:
-        with open(path) as f:
-            return list(csv.DictReader(f))
-    except OSError:
-        return []
-
-
-def _checked(run, work, log):
-    """``run``, with the tail of its log printed when it failed."""
-    if not ran(run):
-        with open(os.path.join(work, log)) as f:
-            tail = f.read()[-3000:]
-        print(f"run failed (exit {run['returncode']}):\n{tail}")
-    return run
-
-
 # -- the figures ---------------------------------------------------------------
-
-
-def span_rate(times, tokens, warmup, batches):
-    """``(tokens/s, tokens, seconds)`` of batches ``warmup`` + 1 ..
-    ``warmup + batches`` (1-based) of end times ``times`` and ``tokens``:
-    their tokens over the time from the end of batch ``warmup`` to the
-    end of the last; None when fewer batches ended."""
-    if warmup < 1 or len(times) < warmup + batches:
-        return None
-    seconds = times[warmup + batches - 1] - times[warmup - 1]
-    n = sum(tokens[warmup : warmup + batches])
-    return n / seconds, n, seconds
-
-
-def keras_rate(run, warmup, batches):
-    """The trainer run's tokens/s after the warm-up (:func:`span_rate`),
-    its timed batches of a window length new to the run
-    (``new_length_batches``: compilations), the rate without them
-    (``tok_s_seen_lengths``), the end of its first batch from the start
-    (``first_batch_s``) and its peak RSS; None when it did not get there."""
-    rows = first_epoch_batches(run["rows"])[: warmup + batches]
-    times = [r["time"] for r in rows]
-    tokens = [r["tokens"] for r in rows]
-    got = span_rate(times, tokens, warmup, batches)
-    if got is None:
-        return None
-    rate, n, seconds = got
-    timed = range(warmup, warmup + batches)
-    new = [k for k in timed if tokens[k] not in tokens[:k]]
-    new_s = sum(times[k] - times[k - 1] for k in new)
-    new_tokens = sum(tokens[k] for k in new)
-    return {
-        "tok_s": rate,
-        "tokens": n,
-        "new_length_batches": len(new),
-        "tok_s_seen_lengths": (n - new_tokens) / (seconds - new_s),
-        "first_batch_s": times[0] - run["start"],
-        "rss_mb": run["rss_mb"],
-    }
 
 
 def upstream_rate(run):
     """Upstream's tokens/s after the warm-up from its timing file (its
-    batch times and tokens; the same rule as :func:`span_rate`), and its
-    peak RSS; None without the file."""
+    batch times and tokens; the same rule as
+    :func:`~bench.harness.trainer_runs.span_rate`), and its peak RSS; None
+    without the file."""
     timing = run.get("timing")
     if not timing:
         return None
@@ -403,9 +306,8 @@ def upstream_epochs(run):
     )
 
 
-def ran(run):
-    """Whether a run ran: ended well, or was stopped by the bench."""
-    return run["returncode"] == 0 or run["killed"]
+def _round(value, digits=2):
+    return None if value is None else round(value, digits)
 
 
 def _median(values):
@@ -437,7 +339,7 @@ def rate_records(args, samples):
             )
             continue
         stem, tok = _stem(args, backend), _median(g["tok_s"] for g in ok)
-        each = {k: [g and round(g[k], 2) for g in got] for k in ok[0]}
+        each = {k: [g and _round(g[k]) for g in got] for k in ok[0]}
         out.append(
             record(
                 "throughput",

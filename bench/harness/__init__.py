@@ -11,6 +11,9 @@
   interleaved repeats, medians, peak memory;
 * :mod:`~bench.harness.timing`: timed passes, and the Keras side of a
   comparison (training and evaluation rates of a compiled model);
+* :mod:`~bench.harness.trainer_runs`: the trainer run as a user runs it
+  (a recipe through the CLI), and tokens/s after a warm-up, the rule
+  every side of a comparison with it shares;
 * :mod:`~bench.harness.torch_side`: the PyTorch side of a comparison;
 * :mod:`~bench.harness.headlines`: the records' headline tables (for
   ``python -m bench.make_results``).

@@ -154,6 +154,20 @@ TABLES = (
         "trainer on JAX",
     ),
     Table(
+        "Training through the trainer beside the repository's PyTorch models",
+        ("family_trainer",),
+        r"(?P<row>.+?)_(?P<col>train|train_peak_rss)",
+        (
+            ("train", "tok/s after warm-up"),
+            ("train_peak_rss", "peak RSS, MB"),
+        ),
+        kinds=("throughput", "memory"),
+        hide_models=("keras",),
+        note="x the family's PyTorch model trained batch by batch as the "
+        "trainer does, same run; char/s for mlstm; torch: the PyTorch "
+        "AWD-LSTM x salesforce/awd-lstm-lm's main.py",
+    ),
+    Table(
         "Training and evaluation against PyTorch",
         ("throughput", "awd", "awd_threads", "multiplicative", "multicell"),
         r"(?P<row>(?!mmlstm_vs_)(?!multicell_layer).+?)"

@@ -14,17 +14,30 @@ from torch import nn
 CELLS = ("mrnn", "mlstm", "tmlstm", "mgru", "tmgru")
 
 
-def cell_weights(cell, units, d):
-    """The cell's weights, in the package's layouts (uniform in
-    [-0.1, 0.1], seed 0)."""
+def weight_shapes(cell, units, d):
+    """``{name: shape}`` of the cell's weights in the package's layouts
+    (imports the package, and so TensorFlow: call it where Keras runs,
+    and give a PyTorch process the shapes)."""
     from keras_rnnlm.layers.multiplicative import CELLS as KERAS_CELLS
 
     shapes = KERAS_CELLS[cell](units)._weight_shapes(d, d)
+    return {n: tuple(s) for n, (s, _) in shapes.items()}
+
+
+def weights_of_shapes(shapes):
+    """Parameters of ``shapes`` (:func:`weight_shapes`), uniform in
+    [-0.1, 0.1], seed 0."""
     gen = torch.Generator().manual_seed(0)
     return {
         n: nn.Parameter(torch.rand(*s, generator=gen) * 0.2 - 0.1)
-        for n, (s, _) in shapes.items()
+        for n, s in shapes.items()
     }
+
+
+def cell_weights(cell, units, d):
+    """The cell's weights, in the package's layouts (uniform in
+    [-0.1, 0.1], seed 0)."""
+    return weights_of_shapes(weight_shapes(cell, units, d))
 
 
 def _lstm_update(z, c, units):

@@ -7,18 +7,22 @@ from torch import nn
 
 class ZarembaLM(nn.Module):
     """Embedding (``vocab`` x ``emb``) -> ``layers`` ``nn.LSTM`` layers of
-    ``hidden`` units -> linear decoder; time-major ``(T, B)`` ids."""
+    ``hidden`` units -> linear decoder; time-major ``(T, B)`` ids.
+    ``dropout``: on the non-recurrent connections (the embedding's output,
+    between the layers, before the decoder), as the package's model;
+    0: no dropout op at all."""
 
-    def __init__(self, vocab, hidden, layers=2, emb=None):
+    def __init__(self, vocab, hidden, layers=2, emb=None, dropout=0.0):
         super().__init__()
         self.emb = nn.Embedding(vocab, emb or hidden)
-        self.lstm = nn.LSTM(emb or hidden, hidden, layers)
+        self.lstm = nn.LSTM(emb or hidden, hidden, layers, dropout=dropout)
         self.dec = nn.Linear(hidden, vocab)
+        self.drop = nn.Dropout(dropout) if dropout else nn.Identity()
 
     def forward(self, x, state=None):
         """(T, B) ids -> ((T, B, V) logits, carried state)."""
-        out, state = self.lstm(self.emb(x), state)
-        return self.dec(out), state
+        out, state = self.lstm(self.drop(self.emb(x)), state)
+        return self.dec(self.drop(out)), state
 
     def zero_state(self, batch):
         """The zero ``(h, c)`` of ``batch`` rows."""

@@ -6,6 +6,7 @@ import pytest
 
 from bench import upstream_epochs as ue
 from bench.harness import machine
+from bench.harness.trainer_runs import span_rate
 
 PARENT = {
     "HOME": "/home/u",
@@ -67,9 +68,9 @@ def test_tokens_per_second_after_the_warm_up():
     times = [10.0, 11.0, 12.0, 12.5, 14.5]
     tokens = [700, 700, 600, 700, 800]
     # batches 3-4 (1-based): 1,300 tokens from 11.0 to 12.5
-    assert ue.span_rate(times, tokens, 2, 2) == (1300 / 1.5, 1300, 1.5)
-    assert ue.span_rate(times, tokens, 2, 4) is None
-    assert ue.span_rate(times, tokens, 0, 2) is None
+    assert span_rate(times, tokens, 2, 2) == (1300 / 1.5, 1300, 1.5)
+    assert span_rate(times, tokens, 2, 4) is None
+    assert span_rate(times, tokens, 0, 2) is None
 
 
 def test_timed_batches_of_a_new_window_length_are_counted_apart():

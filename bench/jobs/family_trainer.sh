@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The trainer against the repository's PyTorch model of each family,
+# tokens/s after a warm-up (python -m bench.family_trainer), on an idle
+# machine: every family at 2 threads, the ISA as it is and capped to AVX2
+# (--isa avx2), 1 repeat: 20 warm-up batches, then BATCHES timed (default
+# 60: batches 21-80); the AWD-LSTM step also runs salesforce/awd-lstm-lm's
+# main.py (the PyTorch AWD model against the real one). One bench run a
+# family and ISA (12 runs of 2 processes, 3 for awd_lstm), the families
+# of the targets first.
+#
+# Run from anywhere, with the corpora and nothing else running:
+#
+#     KERAS_RNNLM_DATA=/path/to/data bash bench/jobs/family_trainer.sh
+#
+# Estimated wall time: about 18 minutes at the records' speeds (2-core AMD
+# EPYC): a bench run pays ~10 s for its parent (the plan: the corpus and
+# the trainer's windows), each process its start-up (the trainer ~15 s and
+# a compilation a new window length, torch ~3 s); the fast estimates
+# below (s a run: zaremba 45, mlstm 70, multicell 55, mos 130, doc 150,
+# awd_lstm 100) assume the trainer's and PyTorch's tok/s of
+# bench/results (zaremba small ~10,000, the AWD mixtures ~1,000-2,500,
+# mlstm ~10,000-50,000 char/s). A step that would end after LIMIT seconds
+# (default 1,200: 20 minutes) at its estimate is skipped and named at the
+# end, and a process still short of its batches after --budget seconds
+# (240) is abandoned (its figure then missing): on a slower machine the
+# job still ends near LIMIT, without its last steps. Records:
+# bench/results/family_trainer.jsonl (each bench run appends a family's
+# records when it is done); output: bench/logs/family_trainer/DATE.log.
+# Then: python -m bench.make_results.
+set -u -o pipefail
+cd "$(dirname "$0")/../.."
+PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python)}
+: "${KERAS_RNNLM_DATA:?set KERAS_RNNLM_DATA to the corpus root (holding ptb/)}"
+export KERAS_RNNLM_DATA TF_CPP_MIN_LOG_LEVEL=3
+BATCHES=${BATCHES:-60}
+LIMIT=${LIMIT:-1200}
+LOGDIR=bench/logs/family_trainer
+mkdir -p "$LOGDIR"
+LOG=$LOGDIR/$(date +%Y-%m-%dT%H%M%S).log
+START=$SECONDS
+SKIPPED=()
+
+step() { # step NAME ESTIMATE_S ARGS...: one bench run, if it ends in time
+    local name=$1 estimate=$2
+    shift 2
+    local now=$((SECONDS - START))
+    if ((now + estimate > LIMIT)); then
+        SKIPPED+=("$name")
+        echo "== $name: skipped at $now s (~$estimate s more > $LIMIT s)" | tee -a "$LOG"
+        return
+    fi
+    echo "== $name at $now s: python -m bench.family_trainer $*" | tee -a "$LOG"
+    "$PY" -m bench.family_trainer "$@" 2>&1 | grep -v '^[IW]0000' | tee -a "$LOG"
+}
+
+declare -A ESTIMATE=([zaremba]=45 [mlstm]=70 [multicell]=55
+    [awd_lstm_mos]=130 [awd_lstm_doc]=150 [awd_lstm]=100)
+for family in zaremba mlstm multicell awd_lstm_mos awd_lstm_doc awd_lstm; do
+    for isa in default avx2; do
+        step "$family isa $isa" "${ESTIMATE[$family]}" --families "$family" \
+            --threads 2 --isa "$isa" --warmup 20 --batches "$BATCHES" \
+            --repeats 1 --budget 240
+    done
+done
+
+echo "== done in $((SECONDS - START)) s; skipped: ${SKIPPED[*]:-none}" | tee -a "$LOG"
