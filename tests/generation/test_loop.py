@@ -220,7 +220,7 @@ LOOP_OPS = {
     "AddV2", "All", "Any", "ArgMax", "BiasAdd", "Bitcast", "BitwiseAnd",
     "BroadcastTo", "Cast", "ConcatV2", "Const", "Cumsum", "Einsum",
     "Equal", "Exp", "ExpandDims", "Fill", "FloorDiv", "GatherV2",
-    "GreaterEqual", "Identity", "IsFinite", "Less", "LessEqual", "Log",
+    "GreaterEqual", "Identity", "If", "IsFinite", "Less", "LessEqual", "Log",
     "LogSoftmax", "LogicalAnd", "LogicalNot", "LogicalOr", "MatMul", "Max",
     "Maximum", "Minimum", "Mul", "Neg", "NoOp", "Pack", "Pad",
     "Placeholder", "Prod", "Range", "ReadVariableOp", "RealDiv", "Reshape",
@@ -294,3 +294,38 @@ def test_the_loop_traces_to_stock_tensorflow_ops():
         seen |= found
     assert seen - LOOP_OPS == set()
     assert all(op_def_registry.get(op) is not None for op in seen)
+
+
+class _CountingInference:
+    """An inference graph that counts the inputs its model reads (a
+    variable added to in the graph, so only the steps that run count)."""
+
+    def __init__(self, inference):
+        self._inference = inference
+        self.read = keras.Variable(0, dtype="int32", trainable=False)
+
+    def __getattr__(self, name):
+        return getattr(self._inference, name)
+
+    def at_positions(self, tokens, positions, states):
+        self.read.assign_add(ops.size(tokens))
+        return self._inference.at_positions(tokens, positions, states)
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="counts in the graph with a variable (TensorFlow)",
+)
+@pytest.mark.parametrize("max_tokens", [1, 5])
+def test_the_last_token_is_sampled_without_running_the_model(
+    scorer, max_tokens
+):
+    """A row of P prompt inputs and N tokens reads P + N - 1 inputs: the
+    last sampled token is not fed (for one token: the prompt's reading
+    and a sampling, as first-token latency wants)."""
+    counting = _CountingInference(scorer.inference)
+    loop = GenerationLoop(counting)
+    prompt = _inputs(scorer, ["w3 w4 w5"])
+    out = loop(prompt, GreedySampler(), max_tokens, 0)
+    assert int(out["num_tokens"][0]) == max_tokens
+    assert int(counting.read.numpy()) == len(prompt[0]) + max_tokens - 1

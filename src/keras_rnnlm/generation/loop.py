@@ -261,12 +261,20 @@ def generate_ids(
             for s, s0, r in zip(states, initial, recurrent)
         ]
         x = ops.expand_dims(token, -1)
-        if cache is None:
-            logits, states = inference.at_positions(x, rows, states)
-        else:
+
+        def advance():
+            if cache is None:
+                new_logits, new_states = inference.at_positions(x, rows, states)
+                return new_logits, key, new_states
             out = inference.keyed_model([x, rows, *states], training=False)
-            logits, states = out[0][0], list(out[2:])
-            key = ops.cast(out[1][:, 0], "float32")
+            return out[0][0], ops.cast(out[1][:, 0], "float32"), list(out[2:])
+
+        # the model runs on the step's input only if a row goes on: the
+        # last step samples without running it (for one token, the
+        # prompt's reading and a sampling)
+        logits, key, states = ops.cond(
+            ops.all(done), lambda: (logits, key, list(states)), advance
+        )
         return (position + 1, logits, key, memory, states, out_ids, out_lp,
                 num, stopped, done)  # fmt: skip
 
