@@ -38,6 +38,14 @@ have exactly ``4 H`` more per LSTM. Records are appended to
 ``bench/results/awd.jsonl`` (``--out``: throughput, memory, params, and the
 MMLSTM / AWD-LSTM-MoS training-throughput ratio).
 
+What it leaves out: the trainer's path (variable BPTT and the compilation
+of each new window length, callbacks, checkpoints, validation): fixed
+windows through ``model.fit``. It stays for the evaluation figures (the
+``Evaluator`` at batch 10 and 1), the GPU runs and the MMLSTM; training
+as a recipe runs it is :mod:`bench.upstream_epochs` (against
+salesforce/awd-lstm-lm itself) and :mod:`bench.family_trainer` (against
+this module's PyTorch models).
+
     nice -n 5 python -m bench.awd_throughput
     python -m bench.awd_throughput --preset cpu --models awd_lstm --steps 5
     python -m bench.awd_throughput --preset cpu --models awd_lstm \\

@@ -22,6 +22,12 @@ Each measurement runs in a fresh subprocess; repeats are interleaved and
 the median is reported. Results are printed and appended to
 ``bench/results/multicell.jsonl`` (``--out``).
 
+What it leaves out: the trainer's path (the recipe's data pipeline,
+callbacks, checkpoints, validation): random tokens through ``model.fit``.
+It stays for the implementations' comparison (fused, autodiff, naive,
+LSTM), the cell counts and strategies, and evaluation; the recipe through
+the trainer is :mod:`bench.family_trainer`.
+
     python -m bench.multicell --sizes small --cells 10 --strategy max
     python -m bench.multicell --scope layer --impls fused autodiff lstm naive
     python -m bench.multicell --sizes small --steps 2 --repeats 1 \

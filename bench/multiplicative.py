@@ -27,6 +27,12 @@ and three evaluation passes and keeps each phase's median
 the median over them is reported. Results are printed and appended to
 ``bench/results/multiplicative.jsonl`` (``--out``).
 
+What it leaves out: the trainer's path (PTB-char's data pipeline,
+callbacks, checkpoints, validation): random symbols through
+``model.fit``. It stays for the comparison of the cells' implementations
+(fused, naive, TorchScript) and for evaluation; the mLSTM recipe through
+the trainer is :mod:`bench.family_trainer`.
+
     python -m bench.multiplicative --cells mlstm mgru --repeats 3
     python -m bench.multiplicative --cells mrnn --steps 1 --repeats 1 \
         --impls fused torch --no-record   # a quick check

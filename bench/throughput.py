@@ -15,6 +15,13 @@ implementation) on random token ids; repeats are interleaved across
 implementations and the median is reported. Results are printed and
 appended to ``bench/results/throughput.jsonl`` (``--out``).
 
+What it leaves out: the trainer's path (a recipe's data pipeline,
+callbacks, checkpoints, validation; one window length, so no compilation
+after the first step). It stays for what the trainer's path does not
+time: evaluation, the plain ``keras.layers.LSTM`` and bfloat16 variants,
+and sizes without a recipe preset. The trainer beside the same PyTorch
+model: :mod:`bench.family_trainer`.
+
     python -m bench.throughput --sizes small medium --repeats 3
     python -m bench.throughput --sizes small --steps 2 --repeats 1 \\
         --eval-tokens 2000 --no-record   # a quick check

@@ -14,6 +14,12 @@ seconds per PTB epoch (929k training tokens). Appends one record (kind
 ``throughput``, unit tok/s) to ``bench/results/train_speed.jsonl``
 (``--out``). Side by side with PyTorch: :mod:`bench.awd_throughput` (the
 AWD family) and :mod:`bench.throughput` (Zaremba).
+
+What it leaves out: the trainer's own loop (variable BPTT and each new
+window length's compilation, callbacks, checkpoints, validation). It
+stays for a preset's steady step alone, Keras only; the trainer itself,
+beside PyTorch: :mod:`bench.upstream_epochs` and
+:mod:`bench.family_trainer`.
 """
 
 import json
