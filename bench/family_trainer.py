@@ -53,8 +53,10 @@ rows x its window's length) over the time from the end of batch W to the
 end of batch W+N; timed batches of a window length no batch before them
 had (``new_length_batches``: the trainer compiles its step for each)
 are counted, and the rate without them given (``..._tok_s_seen_lengths``,
-both sides over the same batches). Peak RSS: each process's own
-(``wait4``; the killed trainer's too).
+both sides over the same batches). Peak RSS: each process's own, its
+``VmHWM`` read while it runs (:func:`~bench.harness.processes.watch`;
+``wait4``'s would count the bench's own, which imports TensorFlow).
+The PyTorch child also reports its own at its end.
 
 Records (``bench/results/family_trainer.jsonl``), one pair a family:
 ``RECIPE_PRESET_train`` (``zaremba_ptb_small_train``: tok/s, char/s for
@@ -107,6 +109,7 @@ from bench.harness.options import parse
 from bench.harness.processes import child_command
 from bench.harness.processes import interleave
 from bench.harness.processes import note_import_rss
+from bench.harness.processes import vm_hwm_mb
 from bench.harness.processes import watch
 from bench.harness.records import record
 from bench.harness.records import record_fields
@@ -139,8 +142,9 @@ BACKENDS = ("tensorflow", "jax")
 #: The variables of the children's ISA knobs a record carries.
 ISA_ENV = (*ISA_VARIABLES, "XLA_FLAGS")
 RSS_NOTE = (
-    "peak resident memory of each process itself (wait4): the trainer "
-    "killed after its timed batches, the others at their exit after them"
+    "peak resident memory of each process itself (VmHWM, read while it "
+    "ran): the trainer killed after its timed batches, the others at "
+    "their exit after them"
 )
 
 
@@ -434,8 +438,8 @@ def train_torch(lm, plan, arrays, n):
 def measure(impl, plan, warmup, batches):
     """The PyTorch child (``impl`` ``torch``): the plan's first ``warmup +
     batches`` windows trained; their end times and tokens, and the
-    model's parameter count (and whether TensorFlow got imported: it
-    must not)."""
+    model's parameter count, its peak RSS at the end (``VmHWM``) and
+    whether TensorFlow got imported (it must not)."""
     import torch
 
     note_import_rss()
@@ -450,6 +454,7 @@ def measure(impl, plan, warmup, batches):
         "tokens": tokens,
         "params": sum(p.numel() for p in lm.params),
         "tensorflow_imported": "tensorflow" in sys.modules,
+        "vm_hwm_mb": vm_hwm_mb(),
     }
 
 
@@ -503,6 +508,7 @@ def run_torch(args, plan, work):
     if lines and proc["returncode"] == 0:
         run["result"] = json.loads(lines[-1])
         run["params"] = run["result"]["params"]
+        run["rss_mb"] = max(run["rss_mb"], run["result"]["vm_hwm_mb"] or 0.0)
     return checked(run)
 
 

@@ -29,7 +29,9 @@ of ``--backend``, then upstream, then again). Two measures:
   trainer is killed once it has written batch W+N. Records
   ``awd_lstm_ptb_P[_jax]_train`` (tok/s; ``_jax``: the trainer on JAX)
   and ``..._train_peak_rss`` (MB: each process's own peak resident
-  memory, from ``wait4``, read for the killed trainer too).
+  memory, its ``VmHWM`` read while it runs, the killed trainer's too;
+  ``wait4``'s would count this bench's, ~700 MB with TensorFlow
+  imported).
 * ``--budget S`` alone: whole epochs for S seconds a run: seconds an
   epoch with validation (the trainer: between the ``epoch_end`` rows of
   ``timing.csv``, written after validation and checkpoints; upstream:
@@ -384,8 +386,9 @@ def rate_records(args, samples):
 
 
 RSS_NOTE = (
-    "peak resident memory of each process itself (wait4): the trainer "
-    "killed after its timed batches, upstream at its exit after them"
+    "peak resident memory of each process itself (VmHWM, read while it "
+    "ran): the trainer killed after its timed batches, upstream at its "
+    "exit after them"
 )
 
 

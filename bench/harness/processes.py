@@ -104,20 +104,26 @@ def watch(cmd, env, done, budget, cwd=None, log=None, poll=0.5):
     """Runs ``cmd`` until ``done()`` is true (asked every ``poll`` s),
     it exits, or ``budget`` s have passed, then kills it (SIGKILL).
     Returns ``{"returncode", "killed", "wall_s", "rss_mb"}``: the peak RSS
-    of the process itself (``wait4``'s, so a killed process has one too).
-    Its output goes to the file ``log`` (default: nowhere)."""
+    of the process itself, its :func:`vm_hwm_mb` read every ``poll`` s
+    and before a kill (growth in a last ``poll`` s before it exits is
+    missed; ``wait4``'s ``ru_maxrss``, which counts this process's peak
+    too, only when it never got read). Its output goes to the file
+    ``log`` (default: nowhere)."""
     out = open(log, "w") if log else subprocess.DEVNULL
     start = time.monotonic()
+    peaks = []
     try:
         proc = subprocess.Popen(
             cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT
         )
         killed = False
         while True:
+            peaks.append(vm_hwm_mb(proc.pid))
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
             if done() or time.monotonic() - start > budget:
+                peaks.append(vm_hwm_mb(proc.pid))
                 proc.kill()
                 killed = True
                 pid, status, usage = os.wait4(proc.pid, 0)
@@ -127,11 +133,12 @@ def watch(cmd, env, done, budget, cwd=None, log=None, poll=0.5):
         if log:
             out.close()
     proc.returncode = os.waitstatus_to_exitcode(status)
+    peaks = [p for p in peaks if p is not None]
     return {
         "returncode": proc.returncode,
         "killed": killed,
         "wall_s": time.monotonic() - start,
-        "rss_mb": usage.ru_maxrss / 1024.0,
+        "rss_mb": max(peaks) if peaks else usage.ru_maxrss / 1024.0,
     }
 
 
@@ -216,3 +223,22 @@ def malloc_state():
     (:mod:`keras_rnnlm._malloc`), else ``glibc default``."""
     tuning = sys.modules.get("keras_rnnlm._malloc")
     return (tuning and tuning.state and tuning.describe()) or "glibc default"
+
+
+def vm_hwm_mb(pid="self"):
+    """The peak resident memory of process ``pid``'s current program,
+    MB: ``VmHWM`` of ``/proc/PID/status`` (None when the process is gone,
+    a zombie, or not on Linux). Unlike ``getrusage``/``wait4``'s
+    ``ru_maxrss`` it does not count the process that started it: Linux
+    carries the starting process's peak into a child's ``ru_maxrss``
+    across ``exec`` (a fork's copy, or a vfork's shared memory, is the
+    old program), so a child of a bench that imported TensorFlow reads
+    at least the bench's ~700 MB there."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        return None
+    return None
