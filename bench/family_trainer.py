@@ -80,11 +80,12 @@ the family benches check that the references compute the package's
 models; here the parameter counts are recorded: PyTorch's LSTMs have two
 bias vectors); dropout masks are each framework's own draws.
 
-Wall time (2 threads, W=20, N=60, 1 repeat): about 7 minutes for the six
-families on the 2-core AMD EPYC of the records (each process pays its
-start-up; the trainer ~15-25 s with its compilations, the AWD mixture
-models ~1 minute a side). The measuring set for an idle machine:
-``bash bench/jobs/family_trainer.sh``.
+Wall time (2 threads, W=20, N=60, 1 repeat): about 9 minutes for the six
+families on an idle 2-core AMD EPYC at the speeds of its records (each
+process pays its start-up: the trainer ~10-25 s with its compilations,
+PyTorch ~3 s; the AWD mixture models ~1 minute a side; the functional
+check, W=2, N=3, about 4 minutes on a busy machine). The measuring set
+for an idle machine: ``bash bench/jobs/family_trainer.sh``.
 """
 
 import argparse
