@@ -2,6 +2,7 @@
 
 import dataclasses
 import time
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -151,6 +152,46 @@ def test_max_train_tokens_truncates_only_the_training_split(tmp_path):
     assert corpus.meta["max_train_tokens"] == 2
     with pytest.raises(ValueError, match="max_train_tokens"):
         load_corpus(root, max_train_tokens=0)
+
+
+def test_a_truncated_split_holds_only_its_own_ids(tmp_path):
+    # A truncated split is a copy, not a view that keeps the whole
+    # split's ids alive (WikiText-103 with data.max_train_tokens).
+    root = _write(
+        tmp_path / "c",
+        **{"train.txt": "a b c d\n", "valid.txt": "a b\n", "test.txt": "e\n"},
+    )
+    corpus = load_corpus(root, max_train_tokens=2)
+    assert corpus.train.base is None and corpus.train.nbytes == 8
+    corpus = load_corpus(root, max_tokens=3)
+    for split in ("train", "valid", "test"):
+        assert corpus.split(split).base is None
+
+
+def test_a_load_holds_one_piece_of_token_strings_at_a_time(tmp_path):
+    # 400,000 tokens of 1,000 types: a Python string per token of the
+    # whole split at once (some 60 bytes each) is ~25 MB, which Python's
+    # allocator then keeps for the rest of the process, pinned by the
+    # vocabulary's strings among them; a piece of the text at a time holds
+    # the text, the ids and one piece's strings.
+    rng = np.random.default_rng(0)
+    words = np.array([f"w{i:03d}" for i in range(1000)])
+    lines = words[rng.integers(0, len(words), (20_000, 20))]
+    text = "\n".join(" ".join(line) for line in lines) + "\n"
+    root = _write(
+        tmp_path / "c",
+        **{"train.txt": text, "valid.txt": "w001\n", "test.txt": "w002\n"},
+    )
+    tracemalloc.start()
+    try:
+        corpus = load_corpus(root)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    n = len(corpus.train)
+    assert n == 420_000
+    assert _decode(corpus, "train")[:21] == [*lines[0], "<eos>"]
+    assert peak < 30 * n  # bytes a token; a string each is ~70
 
 
 def test_empty_training_file(tmp_path):

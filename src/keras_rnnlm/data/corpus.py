@@ -122,44 +122,78 @@ class Corpus:
         )
 
 
+#: Characters of a split's text tokenised at a time (:class:`_Tokens`).
+PIECE_CHARS = 1 << 16
+
+
 class _Tokens:
-    """The tokens of one split as a Python list of strings."""
+    """The tokens of one split, a piece of its text at a time.
+
+    A piece is :data:`PIECE_CHARS` characters of the text, up to the end
+    of a line: its tokens are Python strings while it is read, the whole
+    split's never are. A string a token (some 60 bytes each: 70 MB for
+    PTB's million tokens) would be freed after the load, but Python's
+    allocator would keep most of that memory for the rest of the process,
+    pinned by the vocabulary's strings among them. ``start`` / ``stop``:
+    the tokens of a slice (a split of one file).
+    """
 
     def __init__(self, text, add_eos, eos_token):
-        if add_eos:
-            # A trailing segment without "\n" is a line only if it holds a
-            # token (Mikolov's ptb.char files end with "\n ").
-            if text[text.rfind("\n") + 1 :].strip():
-                text += "\n"
-            # Same tokens as `line.split() + [eos]` per line, blank lines
-            # included, at C speed.
-            self.tokens = text.replace("\n", f" {eos_token} ").split()
-        else:
-            self.tokens = text.split()
+        # A trailing segment without "\n" is a line only if it holds a
+        # token (Mikolov's ptb.char files end with "\n ").
+        if add_eos and text[text.rfind("\n") + 1 :].strip():
+            text += "\n"
+        self.text = text
         self.eos_token = eos_token if add_eos else None
+        self.start, self.stop = 0, None
+
+    def pieces(self):
+        """The tokens, a list a piece of text: the same tokens as
+        ``line.split() + [eos]`` a line (blank lines included) or
+        ``text.split()``, at C speed."""
+        text, eos = self.text, self.eos_token
+        begin = seen = 0  # text position, tokens before it
+        while begin < len(text) and (self.stop is None or seen < self.stop):
+            end = text.find("\n", begin + PIECE_CHARS) + 1 or len(text)
+            piece = text[begin:end]
+            if eos is not None:
+                piece = piece.replace("\n", f" {eos} ")
+            tokens = piece.split()
+            lo = max(self.start - seen, 0)
+            hi = len(tokens) if self.stop is None else self.stop - seen
+            seen, begin = seen + len(tokens), end
+            if lo < min(hi, len(tokens)):
+                yield tokens if (lo, hi) == (0, len(tokens)) else tokens[lo:hi]
 
     def __len__(self):
-        return len(self.tokens)
+        return sum(map(len, self.pieces()))
 
     def num_symbols(self):
         if self.eos_token is None:
-            return len(self.tokens)
-        return len(self.tokens) - self.tokens.count(self.eos_token)
+            return len(self)
+        return sum(len(t) - t.count(self.eos_token) for t in self.pieces())
 
     def first_seen(self):
-        return list(dict.fromkeys(self.tokens))
+        seen = {}
+        for tokens in self.pieces():
+            seen.update(dict.fromkeys(tokens))  # a seen key keeps its place
+        return list(seen)
 
     def types(self):
-        return set(self.tokens)
+        return set().union(*self.pieces())
 
     def slice(self, start, stop):
         out = object.__new__(_Tokens)
-        out.tokens = self.tokens[start:stop]
-        out.eos_token = self.eos_token
+        out.text, out.eos_token = self.text, self.eos_token
+        out.start = self.start + start
+        out.stop = self.start + stop
+        if self.stop is not None:
+            out.stop = min(out.stop, self.stop)
         return out
 
     def encode(self, vocab):
-        return vocab.encode(self.tokens)
+        ids = [vocab.encode(tokens) for tokens in self.pieces()]
+        return np.concatenate(ids) if ids else np.zeros(0, np.int32)
 
 
 class _Chars:
@@ -436,10 +470,11 @@ def load_corpus(
         except OOVError as e:
             raise OOVError(f"In split {split!r} of {name!r}: {e}") from None
     full_counts = {s: len(a) for s, a in ids.items()}
+    # a truncated split is a copy: a view would keep the whole split
     if max_tokens is not None:
-        ids = {s: a[:max_tokens] for s, a in ids.items()}
+        ids = {s: a[:max_tokens].copy() for s, a in ids.items()}
     if max_train_tokens is not None:
-        ids["train"] = ids["train"][:max_train_tokens]
+        ids["train"] = ids["train"][:max_train_tokens].copy()
 
     unk_id = vocab.unk_id
     meta = {
