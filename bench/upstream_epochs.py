@@ -31,7 +31,13 @@ of ``--backend``, then upstream, then again). Two measures:
   and ``..._train_peak_rss`` (MB: each process's own peak resident
   memory, its ``VmHWM`` read while it runs, the killed trainer's too;
   ``wait4``'s would count this bench's, ~700 MB with TensorFlow
-  imported).
+  imported). Each run is followed by a fresh process of its side's
+  imports alone (``import keras_rnnlm, tensorflow`` under the trainer's
+  environment, ``import torch`` under upstream's): the record carries
+  their peaks (``keras_import_rss_mb``, ``reference_import_rss_mb``) and
+  each side's median peak above its import (``keras_growth_mb``,
+  ``reference_growth_mb``), so the trainer is within PyTorch's peak plus
+  the frameworks' baseline when its growth is no more than upstream's.
 * ``--budget S`` alone: whole epochs for S seconds a run: seconds an
   epoch with validation (the trainer: between the ``epoch_end`` rows of
   ``timing.csv``, written after validation and checkpoints; upstream:
@@ -97,6 +103,7 @@ import os
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -223,32 +230,62 @@ def upstream_command(args, ref, work):
     return cmd + ["--epochs", "1000"]
 
 
+#: What each side imports before its work, run alone for its
+#: framework's baseline (:func:`import_rss_mb`); main.py's own modules
+#: add nothing measurable to ``import torch``.
+KERAS_IMPORT = "import keras_rnnlm, tensorflow"
+UPSTREAM_IMPORT = "import torch"
+_PRINT_PEAK = (
+    "\nwith open('/proc/self/status') as f:\n"
+    "    print([x.split()[1] for x in f if x.startswith('VmHWM:')][0])"
+)
+
+
+def import_rss_mb(code, env):
+    """The peak RSS (MB) of a fresh ``python -c CODE`` process under
+    ``env``: its own VmHWM, which it prints as it ends."""
+    out = subprocess.run(
+        [sys.executable, "-c", code + _PRINT_PEAK],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(out.stdout.split()[-1]) / 1024.0
+
+
 def run_keras(args, backend, work):
     """One trainer run on ``backend``: its batch and epoch-end rows, its
     log.csv rows, start time, peak RSS and exit
-    (:func:`~bench.harness.trainer_runs.run_trainer`)."""
-    return run_trainer(
+    (:func:`~bench.harness.trainer_runs.run_trainer`), and the peak RSS
+    of its imports alone (``import_rss_mb``)."""
+    env = child_env(args.threads, args.isa, args.data, backend)
+    run = run_trainer(
         keras_command(args, os.path.join(work, "run")),
-        child_env(args.threads, args.isa, args.data, backend),
+        env,
         args.warmup + args.batches if args.batches else 0,
         args.budget,
         work,
     )
+    return {**run, "import_rss_mb": import_rss_mb(KERAS_IMPORT, env)}
 
 
 def run_upstream(args, ref, work):
     """One main.py run: its timing file (tokens/s mode) or printed epoch
-    lines (epochs), peak RSS and exit."""
+    lines (epochs), peak RSS and exit, and the peak RSS of ``import
+    torch`` alone (``import_rss_mb``)."""
     log = os.path.join(work, "upstream.log")
+    env = child_env(args.threads, args.isa, args.data)
     proc = watch(
         upstream_command(args, ref, work),
-        child_env(args.threads, args.isa, args.data),
+        env,
         lambda: False,
         args.budget,
         cwd=ref,
         log=log,
     )
-    run = {**proc}
+    run = {**proc, "import_rss_mb": import_rss_mb(UPSTREAM_IMPORT, env)}
     path = os.path.join(work, "timing.json")
     if os.path.exists(path):
         with open(path) as f:
@@ -322,12 +359,24 @@ def _stem(args, backend):
     return f"awd_lstm_ptb_{args.preset}{suffix}"
 
 
+def growth_mb(peaks, imports):
+    """The median of each run's peak RSS less its side's import peak
+    (``import_rss_mb``); runs without either left out."""
+    return _median(p - i for p, i in zip(peaks, imports) if None not in (p, i))
+
+
+def _imports(runs):
+    return [r.get("import_rss_mb") for r in runs]
+
+
 def rate_records(args, samples):
     """The tokens/s and peak-RSS records of each backend against
     upstream."""
     ref = [upstream_rate(r) for r in samples.get("upstream", [])]
     ref_tok = _median(r and r["tok_s"] for r in ref)
     ref_rss = _median(r and r["rss_mb"] for r in ref)
+    ref_import = _imports(samples.get("upstream", []))
+    ref_growth = growth_mb([r and r["rss_mb"] for r in ref], ref_import)
     out = []
     for backend in args.backend:
         got = [
@@ -342,6 +391,8 @@ def rate_records(args, samples):
             continue
         stem, tok = _stem(args, backend), _median(g["tok_s"] for g in ok)
         each = {k: [g and _round(g[k]) for g in got] for k in ok[0]}
+        imports = _imports(samples.get(backend, []))
+        growth = growth_mb([g and g["rss_mb"] for g in got], imports)
         out.append(
             record(
                 "throughput",
@@ -379,6 +430,10 @@ def rate_records(args, samples):
                 backend=backend,
                 keras_rss_mb=each["rss_mb"],
                 reference_rss_mb=[r and round(r["rss_mb"]) for r in ref],
+                keras_import_rss_mb=[_round(i, 1) for i in imports],
+                reference_import_rss_mb=[_round(i, 1) for i in ref_import],
+                keras_growth_mb=_round(growth, 1),
+                reference_growth_mb=_round(ref_growth, 1),
                 note=RSS_NOTE,
             )
         )
@@ -388,7 +443,11 @@ def rate_records(args, samples):
 RSS_NOTE = (
     "peak resident memory of each process itself (VmHWM, read while it "
     "ran): the trainer killed after its timed batches, upstream at its "
-    "exit after them"
+    "exit after them; import_rss_mb: a fresh process of each side's "
+    "imports alone (`import keras_rnnlm, tensorflow`, `import torch`) "
+    "under its environment; growth_mb: the median peak less the import "
+    "(the trainer's within PyTorch's + the frameworks' baseline when "
+    "keras_growth_mb <= reference_growth_mb)"
 )
 
 

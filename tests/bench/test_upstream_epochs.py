@@ -151,3 +151,41 @@ def test_epoch_records_leave_out_a_run_that_failed():
     assert recs["awd_lstm_ptb_cpu_first_epoch_end"]["value"] == 50.0
     quality = recs["awd_lstm_ptb_cpu_val_ppl_epoch2"]
     assert (quality["value"], quality["reference"]) == (300.0, 320.0)
+
+
+def _rate_run(rss, imported):
+    rows = [
+        {"event": "batch", "epoch": 0, "batch": k, "tokens": 700, "time": k}
+        for k in range(1, 5)
+    ]
+    return {
+        "rows": rows,
+        "start": 0.0,
+        "rss_mb": rss,
+        "import_rss_mb": imported,
+    }
+
+
+def test_the_peak_rss_record_carries_each_sides_import_and_growth():
+    args = _args("--preset", "cpu", "--warmup", "1", "--batches", "2")
+    timing = {"batch_s": [1.0, 1.0], "batch_tokens": [700, 700]}
+    samples = {
+        "tensorflow": [_rate_run(1100.0, 690.0), _rate_run(1120.0, 686.0)],
+        "upstream": [
+            {"rss_mb": 760.0, "import_rss_mb": 219.0, "timing": timing},
+            {"rss_mb": 770.0, "import_rss_mb": 221.0, "timing": timing},
+        ],
+    }
+    recs = {r["name"]: r for r in ue.rate_records(args, samples)}
+    rss = recs["awd_lstm_ptb_cpu_train_peak_rss"]
+    assert (rss["value"], rss["reference"]) == (1110.0, 765.0)
+    assert rss["keras_import_rss_mb"] == [690.0, 686.0]
+    assert rss["reference_import_rss_mb"] == [219.0, 221.0]
+    assert rss["keras_growth_mb"] == 422.0  # median of 410 and 434
+    assert rss["reference_growth_mb"] == 545.0  # median of 541 and 549
+
+
+def test_an_import_alone_reports_its_own_peak():
+    env = ue.child_env(1, "default", "/data")
+    got = ue.import_rss_mb("import json", env)
+    assert 1.0 < got < 200.0  # a bare interpreter, not this process
