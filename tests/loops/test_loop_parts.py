@@ -130,9 +130,18 @@ def test_kept_blocks_go_to_the_next_call_without_joining():
     np.testing.assert_array_equal(out, 2 * seq + 2.0)
     with pytest.raises(ValueError, match="2 kept blocks given to 3 parts"):
         lp.run_in_parts(backward, 3, (seq, kept, h), (1, 1, 0), (1,))
-    # one part: the tensor itself, and last_step of a tensor is x[-1]
-    assert lp.split_blocks(seq, 1, 1) is seq
+    # one part: a batch-major tensor itself, and last_step of a tensor is
+    # x[-1]; a time-major one padded to its bucket for the compiled loops
+    assert lp.split_blocks(h, 1, 0) is h
     np.testing.assert_array_equal(lp.last_step(seq), seq[-1])
+    padded = lp.split_blocks(seq, 1, 1)
+    assert padded.steps == 3 and padded.blocks[0].shape == (16, 5, 2)
+    np.testing.assert_array_equal(lp.whole(padded), seq)
+    np.testing.assert_array_equal(lp.last_step(padded), seq[-1])
+    np.testing.assert_array_equal(padded.blocks[0][3:], 0.0)
+    # a loop that is not bucketed gets the true steps
+    (out,) = lp.run_in_parts(backward, 1, (padded, seq, h), (1, 1, 0), (1,))
+    np.testing.assert_array_equal(out, 2 * seq + 1.0)
 
 
 def _loop_calls(fn):

@@ -32,6 +32,7 @@ import os
 from keras import backend
 
 from keras_rnnlm.config import ConfigError
+from keras_rnnlm.loops import time_buckets
 
 #: Rows a block keeps at least.
 MIN_ROWS = 2
@@ -121,18 +122,40 @@ class Blocks:
     the same blocks as they are. Why: a loop's saved states and gates are
     read only by its reverse loop, and joining them after the forward loop
     only to split them again before the reverse loop copies them twice
-    (the mLSTM's gates: 29 MB a training step)."""
+    (the mLSTM's gates: 29 MB a training step).
 
-    def __init__(self, blocks, axis):
+    ``steps``: for time-major blocks (axis 1) padded to a bucket length
+    (:mod:`~keras_rnnlm.loops.time_buckets`), the true number of steps;
+    ``None`` where the blocks are not padded.
+    """
+
+    def __init__(self, blocks, axis, steps=None):
         self.blocks = list(blocks)
         self.axis = axis
+        self.steps = steps
 
     def last_step(self):
-        """The last time step of a time-major tensor kept on axis 1,
-        joined: ``x[-1]`` of the whole batch."""
-        import tensorflow as tf  # TensorFlow backend only (loop_parts)
+        """The last (true) time step of a time-major tensor kept on axis
+        1, joined: ``x[T - 1]`` of the whole batch."""
+        t = -1 if self.steps is None else self.steps - 1
+        return _join([b[t] for b in self.blocks], self.axis - 1)
 
-        return tf.concat([b[-1] for b in self.blocks], self.axis - 1)
+    def unpadded(self):
+        """The blocks, each cut to the true steps where padded."""
+        if self.steps is None:
+            return self.blocks
+        return [b[: self.steps] for b in self.blocks]
+
+    def whole(self):
+        """The tensor itself: the blocks joined, cut to the true steps (a
+        leading-axis slice, which TensorFlow takes without a copy)."""
+        return _join(self.unpadded(), self.axis)
+
+
+def _join(tensors, axis):
+    import tensorflow as tf  # TensorFlow backend only (loop_parts)
+
+    return tensors[0] if len(tensors) == 1 else tf.concat(tensors, axis)
 
 
 class Keep:
@@ -146,31 +169,129 @@ class Keep:
 def split_blocks(x, parts, axis):
     """``x`` as the :class:`Blocks` :func:`run_in_parts` would cut it into
     (for a tensor several calls read), or ``x`` itself where it would run
-    one call (one part, or no static batch size)."""
+    one call (one part, or no static batch size) on an unpadded tensor.
+
+    On TensorFlow a time-major ``x`` (``axis`` 1) is padded to its bucket
+    length first (:mod:`~keras_rnnlm.loops.time_buckets`), once for every
+    compiled loop that reads it: then the result is always
+    :class:`Blocks`."""
     batch = x.shape[axis]
-    if parts == 1 or batch is None or batch < parts:
+    pad = backend.backend() == "tensorflow" and axis == 1
+    split = not (parts == 1 or batch is None or batch < parts)
+    if not (pad or split):
         return x
     import tensorflow as tf  # TensorFlow backend only (loop_parts)
 
-    return Blocks(tf.split(x, _block_sizes(batch, parts), axis=axis), axis)
+    steps = None
+    if pad:
+        steps = _length(x)
+        x = time_buckets.pad_steps(x, time_buckets.bucket_length(steps))
+    if not split:
+        return Blocks([x], axis, steps)
+    return Blocks(
+        tf.split(x, _block_sizes(batch, parts), axis=axis), axis, steps
+    )
+
+
+def _length(x):
+    """The leading (time) length of ``x``: an int where static."""
+    import tensorflow as tf  # TensorFlow backend only (loop_parts)
+
+    return x.shape[0] if x.shape[0] is not None else tf.shape(x)[0]
 
 
 def last_step(x):
-    """``x[-1]`` of a time-major tensor or of its :class:`Blocks`."""
+    """``x[-1]`` of a time-major tensor or of its :class:`Blocks` (the
+    last true step where they are padded)."""
     return x.last_step() if isinstance(x, Blocks) else x[-1]
+
+
+def whole(x):
+    """A tensor, or the tensor its :class:`Blocks` hold (joined, cut to
+    the true steps)."""
+    return x.whole() if isinstance(x, Blocks) else x
+
+
+def _time_args(args, axes):
+    """The time-major arguments (batch axis 1), tuples flattened."""
+    for arg, axis in zip(args, axes):
+        if axis == 1:
+            yield from arg if isinstance(arg, tuple) else (arg,)
+
+
+def _true_steps(args, axes):
+    """The true step count of a bucketed loop's call: from its time-major
+    arguments (static where one of them says it)."""
+    found = []
+    for a in _time_args(args, axes):
+        if isinstance(a, Blocks):
+            if a.steps is not None:
+                found.append(a.steps)
+            else:
+                found.append(_length(a.blocks[0]))
+        else:
+            found.append(_length(a))
+    static = [n for n in found if isinstance(n, int)]
+    return static[0] if static else found[0]
+
+
+def _map_time_args(args, axes, fn):
+    def one(a):
+        return tuple(fn(v) for v in a) if isinstance(a, tuple) else fn(a)
+
+    return tuple(
+        one(arg) if axis == 1 else arg for arg, axis in zip(args, axes)
+    )
+
+
+def _bucketed_args(args, axes, steps):
+    """The time-major tensors padded to the bucket of ``steps``; kept
+    :class:`Blocks` are padded already."""
+    length = time_buckets.bucket_length(steps)
+
+    def pad(a):
+        if isinstance(a, Blocks):
+            if a.steps is None:  # a plain loop's kept output
+                return Blocks(
+                    [time_buckets.pad_steps(b, length) for b in a.blocks],
+                    a.axis,
+                    steps,
+                )
+            return a
+        return time_buckets.pad_steps(a, length)
+
+    return _map_time_args(args, axes, pad)
+
+
+def _unpadded_args(args, axes):
+    """Padded :class:`Blocks` cut to their true steps, for a loop that is
+    not bucketed."""
+
+    def cut(a):
+        if isinstance(a, Blocks) and a.steps is not None:
+            return Blocks(a.unpadded(), a.axis)
+        return a
+
+    return _map_time_args(args, axes, cut)
 
 
 def run_in_parts(fn, parts, args, axes, out_axes):
     """``fn(*args)`` as ``parts`` calls on row blocks, outputs joined.
 
     Args:
-        fn: returns a flat tuple of tensors.
+        fn: returns a flat tuple of tensors; a
+            :class:`~keras_rnnlm.loops.time_buckets.BucketedLoop` gets its
+            time-major arguments padded to their bucket length and the
+            true step count (see :mod:`~keras_rnnlm.loops.time_buckets`),
+            and its time-major outputs are cut back to the true steps
+            (those kept as :class:`Blocks` stay padded).
         parts: the number of blocks (1: ``fn(*args)`` itself).
         args: the arguments; an argument may be a tuple of tensors, and a
             tensor may be the :class:`Blocks` of an earlier call with the
             same ``parts`` (given to the blocks as they are).
         axes: per argument, the batch axis of its tensors, or ``None`` for
-            an argument every block shares (weights).
+            an argument every block shares (weights). Batch axis 1 means
+            a time-major tensor (time on axis 0).
         out_axes: per output, the batch axis the blocks' outputs are
             concatenated on, ``None`` to add them up (a gradient with
             respect to shared weights), or :class:`Keep` to leave them as
@@ -178,9 +299,18 @@ def run_in_parts(fn, parts, args, axes, out_axes):
             returning those (for loops whose output count depends on the
             cell).
     """
-    if parts == 1:
-        return fn(*args)
-    import tensorflow as tf  # TensorFlow backend only (loop_parts)
+    bucketed = isinstance(fn, time_buckets.BucketedLoop)
+    steps = None
+    call = fn
+    if bucketed:
+        steps = _true_steps(args, axes)
+        args = _bucketed_args(args, axes, steps)
+
+        def call(*block):
+            return fn(steps, *block)
+
+    else:
+        args = _unpadded_args(args, axes)
 
     batch = None
     for arg, axis in zip(args, axes):
@@ -191,8 +321,46 @@ def run_in_parts(fn, parts, args, axes, out_axes):
                     batch = batch or (None if None in rows else sum(rows))
                 else:
                     batch = batch or a.shape[axis]
-    if batch is None or batch < parts:
-        return fn(*args)  # no static batch size here: one call
+    if parts == 1 or batch is None or batch < parts:
+        # one call on the whole batch
+        results = [call(*_map_tensors(args, _joined))]
+        if not bucketed:
+            return results[0]
+    else:
+        results = [call(*block) for block in _split(args, axes, parts, batch)]
+    if callable(out_axes):
+        out_axes = out_axes(len(results[0]))
+    import tensorflow as tf  # TensorFlow backend only (loop_parts)
+
+    joined = []
+    for i, axis in enumerate(out_axes):
+        outs = [r[i] for r in results]
+        if isinstance(axis, Keep):
+            joined.append(Blocks(outs, axis.axis, steps))
+        elif axis is None:
+            joined.append(tf.add_n(outs))
+        else:
+            out = _join(outs, axis)
+            joined.append(out[:steps] if bucketed and axis == 1 else out)
+    return tuple(joined)
+
+
+def _joined(a):
+    """A kept argument given to one call on the whole batch: its blocks
+    joined."""
+    return _join(a.blocks, a.axis) if isinstance(a, Blocks) else a
+
+
+def _map_tensors(args, fn):
+    return tuple(
+        tuple(fn(v) for v in a) if isinstance(a, tuple) else fn(a) for a in args
+    )
+
+
+def _split(args, axes, parts, batch):
+    """Per block, the arguments of its call."""
+    import tensorflow as tf  # TensorFlow backend only (loop_parts)
+
     sizes = _block_sizes(batch, parts)
 
     def split_one(a, axis):
@@ -211,17 +379,4 @@ def run_in_parts(fn, parts, args, axes, out_axes):
             return list(zip(*(split_one(a, axis) for a in arg)))
         return split_one(arg, axis)
 
-    blocks = list(zip(*(split(a, ax) for a, ax in zip(args, axes))))
-    results = [fn(*block) for block in blocks]
-    if callable(out_axes):
-        out_axes = out_axes(len(results[0]))
-    joined = []
-    for i, axis in enumerate(out_axes):
-        outs = [r[i] for r in results]
-        if isinstance(axis, Keep):
-            joined.append(Blocks(outs, axis.axis))
-        elif axis is None:
-            joined.append(tf.add_n(outs))
-        else:
-            joined.append(tf.concat(outs, axis))
-    return tuple(joined)
+    return list(zip(*(split(a, ax) for a, ax in zip(args, axes))))

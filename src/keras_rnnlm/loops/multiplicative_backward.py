@@ -36,6 +36,7 @@ from keras_rnnlm.loops.loop_parts import last_step
 from keras_rnnlm.loops.loop_parts import loop_parts
 from keras_rnnlm.loops.loop_parts import run_in_parts
 from keras_rnnlm.loops.loop_parts import split_blocks
+from keras_rnnlm.loops.loop_parts import whole
 
 
 def block_matmul(m, blocks):
@@ -141,7 +142,7 @@ def _mlstm_backward(proj_tm, h0, c0, w_mh, w_m, saved, d_ys, dh_t, dc_t):
 def _mlstm_finish(backward, xs_tm, states, weights, saved, d_ys, d_last):
     h0, c0 = states
     w_mh, _, w_m = weights
-    h_all, _, _, a_all, m_all = saved
+    h_all, _, _, a_all, m_all = (whole(s) for s in saved)
     dz_all, dm_all, da_all, dh0, dc0 = backward(
         xs_tm, h0, c0, w_mh, w_m, saved, d_ys, *d_last
     )
@@ -210,7 +211,7 @@ def _mgru_backward(proj_tm, h0, w_h, v_zr, v_h, saved, d_ys, dh_t):
 def _mgru_finish(backward, xs_tm, states, weights, saved, d_ys, d_last):
     (h0,) = states
     w_h, _, v_zr, v_h = weights
-    h_all, a_all, m_all, zr_all, _ = saved
+    h_all, a_all, m_all, zr_all, _ = (whole(s) for s in saved)
     dzr_all, dcand_all, dm_all, da_all, dh0 = backward(
         xs_tm, h0, w_h, v_zr, v_h, saved, d_ys, d_last[0]
     )
@@ -261,7 +262,7 @@ def _mrnn_backward(proj_tm, h0, w_mh, w_hm, saved, d_ys, dh_t):
 def _mrnn_finish(backward, xs_tm, states, weights, saved, d_ys, d_last):
     (h0,) = states
     w_mh, _, w_hm = weights
-    h_all, a_all, m_all = saved
+    h_all, a_all, m_all = (whole(s) for s in saved)
     dpre_all, dm_all, da_all, dh0 = backward(
         xs_tm, h0, w_mh, w_hm, saved, d_ys, d_last[0]
     )
@@ -337,7 +338,9 @@ def _tmgru_backward(proj_tm, h0, w_zrh, v_zr, w_h, v_h, saved, d_ys, dh_t):
 def _tmgru_finish(backward, xs_tm, states, weights, saved, d_ys, d_last):
     (h0,) = states
     w_zrh, _, v_zr, w_h, _, v_h = weights
-    h_all, a_zr_all, m_zr_all, zr_all, a_h_all, m_h_all, _ = saved
+    h_all, a_zr_all, m_zr_all, zr_all, a_h_all, m_h_all, _ = (
+        whole(s) for s in saved
+    )
     dzr_all, dcand_all, dm_zr_all, da_zr_all, dm_h_all, da_h_all, dh0 = (
         backward(xs_tm, h0, w_zrh, v_zr, w_h, v_h, saved, d_ys, d_last[0])
     )
@@ -363,19 +366,18 @@ def _tmgru_finish(backward, xs_tm, states, weights, saved, d_ys, d_last):
     return d_xs, (dh0,), d_weights
 
 
-#: ``cell name -> (forward loop, reverse loop, finish, reverse-only)``; the
-#: names are those of :data:`keras_rnnlm.layers.multiplicative.CELLS`.
-#: *reverse-only*: the positions of the forward loop's saved tensors that
-#: only the reverse loop reads, not the finish; they stay as row blocks
-#: between the two loops (see :class:`~keras_rnnlm.loops.loop_parts.Blocks`).
+#: ``cell name -> (forward loop, reverse loop, finish)``; the names are
+#: those of :data:`keras_rnnlm.layers.multiplicative.CELLS`. The forward
+#: loop's saved tensors stay as it returned them (row blocks, padded to the
+#: bucket length: :class:`~keras_rnnlm.loops.loop_parts.Blocks`) for the
+#: reverse loop; the finish reads the ones it needs whole
+#: (:func:`~keras_rnnlm.loops.loop_parts.whole`).
 HAND_WRITTEN = {
-    "mrnn": (_mrnn_forward, _mrnn_backward, _mrnn_finish, ()),
-    # c_all, gates_all
-    "mlstm": (_mlstm_forward, _mlstm_backward, _mlstm_finish, (1, 2)),
-    "tmlstm": (_mlstm_forward, _mlstm_backward, _mlstm_finish, (1, 2)),
-    # u_all
-    "mgru": (_mgru_forward, _mgru_backward, _mgru_finish, (4,)),
-    "tmgru": (_tmgru_forward, _tmgru_backward, _tmgru_finish, (6,)),
+    "mrnn": (_mrnn_forward, _mrnn_backward, _mrnn_finish),
+    "mlstm": (_mlstm_forward, _mlstm_backward, _mlstm_finish),
+    "tmlstm": (_mlstm_forward, _mlstm_backward, _mlstm_finish),
+    "mgru": (_mgru_forward, _mgru_backward, _mgru_finish),
+    "tmgru": (_tmgru_forward, _tmgru_backward, _tmgru_finish),
 }
 
 
@@ -415,7 +417,7 @@ def hand_written_scan(name):
     :meth:`~keras_rnnlm.layers.multiplicative.MultiplicativeCell.step`
     takes them.
     """
-    forward_fn, backward_fn, finish, reverse_only = HAND_WRITTEN[name]
+    forward_fn, backward_fn, finish = HAND_WRITTEN[name]
     forward, backward = _compiled_pair(forward_fn, backward_fn)
 
     def run(xs_tm, states, weights):
@@ -425,18 +427,16 @@ def hand_written_scan(name):
         @custom_gradient
         def _run(xs_tm, *flat):
             sg = ops.stop_gradient
-            # the inputs are split once for both loops, and what only the
-            # reverse loop reads stays as row blocks (every saved tensor is
-            # time-major)
+            # the inputs are split (and padded) once for both loops, and
+            # the saved tensors (all time-major) stay as the forward loop's
+            # row blocks for the reverse loop
             xs_blocks = split_blocks(sg(xs_tm), parts, 1)
             saved = run_in_parts(
                 forward,
                 parts,
                 (xs_blocks, *(sg(v) for v in flat)),
                 (1,) + (0,) * n_s + (None,) * n_w,
-                lambda n: tuple(
-                    Keep(1) if i in reverse_only else 1 for i in range(n)
-                ),
+                lambda n: (Keep(1),) * n,
             )
             last = tuple(last_step(s) for s in saved[:n_s])
 
@@ -453,7 +453,7 @@ def hand_written_scan(name):
                 )
                 return (d_xs, *d_states, *d_weights)
 
-            return (saved[0], *last), grad
+            return (whole(saved[0]), *last), grad
 
         ys, *last = _run(xs_tm, *states, *weights)
         return ys, tuple(last)

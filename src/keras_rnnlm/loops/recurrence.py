@@ -11,10 +11,11 @@ This module holds the per-step loops. They are written with ``keras.ops``
 only, so they run on every backend. On the TensorFlow backend the loops are
 additionally wrapped in an XLA-compiled ``tf.function`` (a non-XLA TF
 ``while_loop`` pays tens of microseconds per op per step, which dominates
-small models), while the big input and output matrix products stay in the
-regular graph where TensorFlow's oneDNN kernels are fastest. On JAX the
-whole train step is already ``jax.jit``-compiled, so the loops are used as
-they are.
+small models; one program per bucket of sequence lengths, see
+:mod:`keras_rnnlm.loops.time_buckets`), while the big input and output
+matrix products stay in the regular graph where TensorFlow's oneDNN
+kernels are fastest. On JAX the whole train step is already
+``jax.jit``-compiled, so the loops are used as they are.
 
 The fused LSTM recurrence has a hand-written backward pass (attached with
 :func:`keras_rnnlm.loops.fused_recurrence.custom_gradient`): the reverse
@@ -35,44 +36,61 @@ from keras_rnnlm.loops.loop_parts import last_step
 from keras_rnnlm.loops.loop_parts import loop_parts
 from keras_rnnlm.loops.loop_parts import run_in_parts
 from keras_rnnlm.loops.loop_parts import split_blocks
+from keras_rnnlm.loops.time_buckets import BucketedLoop
+from keras_rnnlm.loops.time_buckets import loop_steps
 
 
 def compile_loop(fn):
     """Compiles a loop function for the active backend.
 
-    TensorFlow: an XLA-compiled ``tf.function`` (traced once per input
-    shape). Other backends: ``fn`` unchanged (JAX jit-compiles the whole
-    step; torch runs eagerly).
+    TensorFlow: a :class:`~keras_rnnlm.loops.time_buckets.BucketedLoop`,
+    an XLA-compiled ``tf.function`` compiled once per bucket of sequence
+    lengths; call it through
+    :func:`~keras_rnnlm.loops.loop_parts.run_in_parts`, which pads its
+    time-major arguments (batch axis 1) to the bucket and passes the true
+    step count, which every :func:`scan` inside runs. Other backends:
+    ``fn`` unchanged (JAX jit-compiles the whole step; torch runs
+    eagerly).
     """
     if backend.backend() != "tensorflow":
         return fn
-    import tensorflow as tf  # TensorFlow backend only
-
-    return tf.function(fn, jit_compile=True, autograph=False)
+    return BucketedLoop(fn)
 
 
-def scan(step, init, xs, reverse=False):
+def scan(step, init, xs, reverse=False, length=None):
     """``jax.lax.scan`` semantics on every backend.
 
     ``step(carry, x) -> (carry, y)`` with ``carry``, ``x`` and ``y`` flat
     tuples of tensors (any shapes). Keras's TensorFlow ``ops.scan`` requires
     ``y`` to have the carry's structure and shapes, which the LSTM loops do
     not satisfy, so TensorFlow gets a small TensorArray loop here.
+
+    ``length`` (TensorFlow): the number of steps to run, the first ones of
+    ``xs`` (forward ``t = 0 .. length-1``, reverse ``t = length-1 .. 0``);
+    by default the true step count of the compiled loop being traced
+    (:func:`~keras_rnnlm.loops.time_buckets.loop_steps`: its sequences are
+    padded to a bucket length), else the length of ``xs``. The per-step
+    outputs keep the length of ``xs``; their rows past ``length`` are not
+    written (zeros under XLA).
     """
     if backend.backend() != "tensorflow":
         return ops.scan(step, init, xs, reverse=reverse)
     import tensorflow as tf  # TensorFlow backend only
 
-    n = xs[0].shape[0]
+    size = xs[0].shape[0]
+    if size is None:
+        size = tf.shape(xs[0])[0]
+    n = loop_steps() if length is None else length
     if n is None:
-        n = tf.shape(xs[0])[0]
+        n = size
     # Per-step rows are read by indexing (a dynamic slice), not through a
     # TensorArray: unstacking copies the whole sequence first, which costs
     # as much as a small model's loop in a plain (non-XLA) graph.
     xs = tuple(xs)
     _, y_probe = step(init, tuple(x[0] for x in xs))
     ys_ta = tuple(
-        tf.TensorArray(y.dtype, size=n, element_shape=y.shape) for y in y_probe
+        tf.TensorArray(y.dtype, size=size, element_shape=y.shape)
+        for y in y_probe
     )
 
     def body(i, carry, ys_ta):
@@ -210,7 +228,7 @@ def lstm_update_backward(dh, dc_next, c, c_prev, gates, units):
 
 
 def _lstm_backward(
-    h0, c0, recurrent_kernel, h_all, c_all, gates_all, dh_out, dh_t, dc_t
+    h0, c0, recurrent_kernel, c_all, gates_all, dh_out, dh_t, dc_t
 ):
     """Reverse loop of the LSTM recurrence (see :func:`_lstm_forward`).
 
@@ -307,14 +325,13 @@ def lstm_recurrence(proj, h0, c0, recurrent_kernel, forward_only=False):
                     h0,
                     c0,
                     recurrent_kernel,
-                    h_all,
                     c_all,
                     gates_all,
                     _time_major(d_out),
                     d_ht,
                     d_ct,
                 ),
-                (0, 0, None, 1, 1, 1, 1, 0, 0),
+                (0, 0, None, 1, 1, 1, 0, 0),
                 (1, 0, 0),
             )
             h_prev = shift_in(h0, h_all)
@@ -433,10 +450,10 @@ def make_fused_scan(step):
 
         return run_plain
 
-    forward = compile_loop(functools.partial(_scan_forward, step))
-    backward = compile_loop(functools.partial(_scan_backward, step))
+    forward = compile_loop(_flat(functools.partial(_scan_forward, step)))
+    backward = compile_loop(_flat(functools.partial(_scan_backward, step)))
     forward_only_loop = compile_loop(
-        functools.partial(_scan_forward_only, step)
+        _flat(functools.partial(_scan_forward_only, step))
     )
 
     def run(xs_tm, states, weights, forward_only=False):
@@ -445,7 +462,7 @@ def make_fused_scan(step):
         parts = loop_parts(xs_tm.shape[1], step_entries(*weights))
         if forward_only:
             ys, *last = run_in_parts(
-                _flat(forward_only_loop),
+                forward_only_loop,
                 parts,
                 (
                     _tensors(xs_tm)[0],
@@ -465,7 +482,7 @@ def make_fused_scan(step):
             # states that only the reverse loop reads stay as row blocks
             xs_blocks = split_blocks(sg(xs_tm), parts, 1)
             ys, *states_all = run_in_parts(
-                _flat(forward),
+                forward,
                 parts,
                 (xs_blocks, tuple(sg(s) for s in st), tuple(sg(v) for v in w)),
                 (1, 0, None),
@@ -477,7 +494,7 @@ def make_fused_scan(step):
             def grad(upstream):
                 d_ys, *d_last = upstream
                 return run_in_parts(
-                    _flat(backward),
+                    backward,
                     parts,
                     (xs_blocks, st, w, states_all, d_ys, tuple(d_last)),
                     (1, 0, None, 1, 1, 0),
