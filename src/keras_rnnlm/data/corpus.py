@@ -168,10 +168,11 @@ class _Tokens:
     def __len__(self):
         return sum(map(len, self.pieces()))
 
-    def num_symbols(self):
-        if self.eos_token is None:
-            return len(self)
-        return sum(len(t) - t.count(self.eos_token) for t in self.pieces())
+    def has_symbols(self):
+        """Whether a token other than ``<eos>`` is there (a piece's
+        worth of text read for a corpus that has one)."""
+        eos = self.eos_token
+        return any(len(t) > t.count(eos) for t in self.pieces())
 
     def first_seen(self):
         seen = {}
@@ -216,10 +217,11 @@ class _Chars:
     def __len__(self):
         return len(self.codes)
 
-    def num_symbols(self):
+    def has_symbols(self):
+        """Whether a symbol other than ``<eos>`` is there."""
         if not self.add_eos:
-            return len(self.codes)
-        return len(self.codes) - int(np.count_nonzero(self.codes == _NEWLINE))
+            return len(self.codes) > 0
+        return bool(np.any(self.codes != _NEWLINE))
 
     def _token(self, code):
         code = int(code)
@@ -454,7 +456,7 @@ def load_corpus(
             for s in SPLITS
         }
 
-    if splits["train"].num_symbols() == 0:
+    if not splits["train"].has_symbols():
         raise EmptyCorpusError(
             f"The training split of corpus {name!r} ({paths['train']}) "
             "contains no tokens."
