@@ -75,6 +75,10 @@ def test_readme_quickstart_parses():
     assert want["score"][-1].startswith("# corpus:")
 
 
+# The quickstart_run tests are slow: a real Penn Treebank run (~50 s on 2
+# cores); each of its commands has faster tests in tests/cli, and the README
+# Python runs on a tiny corpus and run below.
+@pytest.mark.slow
 def test_quickstart_reproduces_readme_figures(quickstart_run):
     _, want, got = quickstart_run
     assert quickstart.compare(got, want) == []
@@ -82,6 +86,7 @@ def test_quickstart_reproduces_readme_figures(quickstart_run):
     assert env["keras"] and env["cpu"]["model"]
 
 
+@pytest.mark.slow
 def test_readme_python_on_the_quickstart_run(quickstart_run):
     root, _, _ = quickstart_run
     (block,) = [b for b in _python_blocks("Quickstart") if "/tmp/quick" in b]
