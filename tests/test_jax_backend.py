@@ -29,7 +29,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: The default run's selection: cells and layers against their references,
 #: carried state, the metrics, dynamic evaluation's update, the sampler,
-#: and the callbacks that act on variables inside ``fit`` (resume).
+#: and the callbacks that act on variables inside ``fit``.
 SELECTION = {
     "layers/test_multiplicative.py": "(matches_numpy and auto) or gradients",
     "loops/test_state.py": "carries_state and (lstm or mlstm)",
@@ -41,8 +41,6 @@ SELECTION = {
     "layers/test_sampled_softmax.py": "sampler_draws or float64_reference",
     "callbacks/test_regularization.py": "through_fit",
     "callbacks/test_nt_asgd.py": "through_fit",
-    "callbacks/test_checkpoint.py": "resume_equals_uninterrupted "
-    "or really_good_checkpoint",
     # the stateless noise (Keras's own at step 0), the draws' distribution
     # and the compiled generation loop under jax.jit (valid, seeded tokens)
     "generation/test_samplers.py": "noise_is_keras_random or "
@@ -54,6 +52,10 @@ SELECTION = {
 #: (sampled softmax, variable windows, CBOW, sentence level), the CBOW
 #: context layer and every layer's sentence reset.
 SLOW_SELECTION = {
+    # a run killed and resumed mid-epoch, a diverged run resumed from its
+    # newest good checkpoint (the JAX trainer's state outside the variables)
+    "callbacks/test_checkpoint.py": "resume_equals_uninterrupted "
+    "or really_good_checkpoint",
     "training/test_sampled_softmax_training.py": "learns_and_reports_full",
     "training/test_awd_training.py": "variable_windows",
     # Ctrl-C's checkpoint at the current batch, read inside fit
