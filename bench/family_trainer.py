@@ -118,6 +118,7 @@ from bench.harness.records import write_records
 from bench.harness.torch_side import detach
 from bench.harness.torch_side import set_torch_threads
 from bench.harness.torch_side import torch_version
+from bench.harness.trainer_runs import add_run_arguments
 from bench.harness.trainer_runs import batch_rate
 from bench.harness.trainer_runs import checked
 from bench.harness.trainer_runs import child_env
@@ -173,20 +174,7 @@ def parser():
         help="seconds after which a process still short of its batches is "
         "abandoned (its repeat then has no figure)",
     )
-    p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--threads", type=int, default=0, help="0: defaults")
-    p.add_argument(
-        "--data",
-        default=os.environ.get("KERAS_RNNLM_DATA", ""),
-        help="corpus root (default: $KERAS_RNNLM_DATA)",
-    )
-    p.add_argument(
-        "--reference",
-        default=os.path.join(
-            os.path.dirname(ROOT), "shared", "reference", "awd-lstm-lm"
-        ),
-        help="salesforce/awd-lstm-lm with its timing flags (upstream)",
-    )
+    add_run_arguments(p, ROOT)
     p.add_argument(
         "--set",
         action="append",
@@ -330,13 +318,8 @@ def torch_lm(plan):
             m["embedding_dim"],
             dropout=m["dropout"],
         )
-        forward = model.forward
-        return TorchLM(
-            lambda x, s: (*forward(x, s), 0.0),
-            model.zero_state,
-            list(model.parameters()),
-            [model],
-            False,
+        return _plain_lm(
+            model.forward, model.zero_state, list(model.parameters()), [model]
         )
     if kind == "awd_lstm":
         from bench.reference.awd_lstm import AWDModel
@@ -351,15 +334,16 @@ def torch_lm(plan):
 
         weights = weights_of_shapes(plan["shapes"])
         lm = CharLM(m["cell"], m["hidden_sizes"][0], vocab, weights=weights)
-        forward = lm.forward
-        return TorchLM(
-            lambda x, s: (*forward(x, s), 0.0),
-            lm.zero_state,
-            lm.params,
-            [lm.dec],
-            False,
-        )
+        return _plain_lm(lm.forward, lm.zero_state, lm.params, [lm.dec])
     return _multicell_lm(m, vocab)
+
+
+def _plain_lm(forward, zero_state, params, modules):
+    """A :class:`TorchLM` of a model without a regulariser term (its
+    forward returns logits and states; no log-probabilities)."""
+    return TorchLM(
+        lambda x, s: (*forward(x, s), 0.0), zero_state, params, modules, False
+    )
 
 
 def _multicell_lm(m, vocab):
@@ -373,13 +357,8 @@ def _multicell_lm(m, vocab):
     model = MultiCellLM(
         vocab, units, kw["num_cells"], kw["strategy"], m["dropout"]
     )
-    forward = model.forward
-    return TorchLM(
-        lambda x, s: (*forward(x, s), 0.0),
-        model.zero_state,
-        list(model.parameters()),
-        [model],
-        False,
+    return _plain_lm(
+        model.forward, model.zero_state, list(model.parameters()), [model]
     )
 
 

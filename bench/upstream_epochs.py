@@ -119,6 +119,7 @@ from bench.harness.processes import watch
 from bench.harness.records import record
 from bench.harness.records import record_fields
 from bench.harness.records import write_records
+from bench.harness.trainer_runs import add_run_arguments
 from bench.harness.trainer_runs import checked
 from bench.harness.trainer_runs import child_env
 from bench.harness.trainer_runs import first_epoch_batches
@@ -175,19 +176,7 @@ def parser():
         help="seconds a run (epochs; default 600) or the most a tokens/s "
         "run may take (default 1800)",
     )
-    p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--threads", type=int, default=0, help="0: defaults")
-    p.add_argument(
-        "--data",
-        default=os.environ.get("KERAS_RNNLM_DATA", ""),
-        help="corpus root holding ptb/ (default: $KERAS_RNNLM_DATA)",
-    )
-    p.add_argument(
-        "--reference",
-        default=os.path.join(
-            os.path.dirname(ROOT), "shared", "reference", "awd-lstm-lm"
-        ),
-    )
+    add_run_arguments(p, ROOT)
     p.add_argument("--set", action="append", default=[], dest="sets")
     p.add_argument("--impls", nargs="+", default=["keras", "upstream"])
     add_output_arguments(p, "upstream_epochs.jsonl")

@@ -32,6 +32,27 @@ from bench.harness.processes import thread_env
 from bench.harness.processes import watch
 
 
+def add_run_arguments(p, root):
+    """The options every trainer-beside-a-reference bench shares:
+    ``--repeats``, ``--threads``, ``--data`` (the corpus root) and
+    ``--reference`` (salesforce/awd-lstm-lm with its timing flags, beside
+    the repository at ``root``)."""
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--threads", type=int, default=0, help="0: defaults")
+    p.add_argument(
+        "--data",
+        default=os.environ.get("KERAS_RNNLM_DATA", ""),
+        help="corpus root holding ptb/ (default: $KERAS_RNNLM_DATA)",
+    )
+    p.add_argument(
+        "--reference",
+        default=os.path.join(
+            os.path.dirname(root), "shared", "reference", "awd-lstm-lm"
+        ),
+        help="salesforce/awd-lstm-lm with its timing flags (upstream)",
+    )
+
+
 def child_env(threads, isa, data, backend=None, environ=None):
     """The environment of a child: ``environ`` (default this process's)
     with the ISA knobs of ``isa`` (:func:`~bench.harness.isa.isa_env`),

@@ -32,43 +32,25 @@
 # run appends its own at its end); output: bench/logs/avx2_trainer/DATE.log.
 # Then: python -m bench.make_results.
 set -u -o pipefail
-cd "$(dirname "$0")/../.."
-PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python)}
+source "$(dirname "$0")/lib.sh"
+job_start avx2_trainer
 : "${KERAS_RNNLM_DATA:?set KERAS_RNNLM_DATA to the corpus root (holding ptb/)}"
-export KERAS_RNNLM_DATA TF_CPP_MIN_LOG_LEVEL=3
+export KERAS_RNNLM_DATA
 BATCHES=${BATCHES:-60}
 LIMIT=${LIMIT:-1560}
-LOGDIR=bench/logs/avx2_trainer
-mkdir -p "$LOGDIR"
-LOG=$LOGDIR/$(date +%Y-%m-%dT%H%M%S).log
-START=$SECONDS
-SKIPPED=()
-
-step() { # step NAME ESTIMATE_S ARGS...: one bench run, if it ends in time
-    local name=$1 estimate=$2
-    shift 2
-    local now=$((SECONDS - START))
-    if ((now + estimate > LIMIT)); then
-        SKIPPED+=("$name")
-        echo "== $name: skipped at $now s (~$estimate s more > $LIMIT s)" | tee -a "$LOG"
-        return
-    fi
-    echo "== $name at $now s: python -m bench.upstream_epochs $*" | tee -a "$LOG"
-    "$PY" -m bench.upstream_epochs "$@" 2>&1 | grep -v '^[IW]0000' | tee -a "$LOG"
-}
 
 for isa in default avx2; do
-    step "check-isa $isa" 20 --isa "$isa" --backend tensorflow jax --check-isa
+    job_step bench.upstream_epochs "check-isa $isa" 20 --isa "$isa" --backend tensorflow jax --check-isa
 done
 CPU=(--preset cpu --backend tensorflow jax --warmup 20 --batches "$BATCHES"
     --repeats 2 --budget 300)
 for threads in 1 2; do
     for isa in default avx2; do
-        step "cpu threads $threads isa $isa" 275 "${CPU[@]}" \
+        job_step bench.upstream_epochs "cpu threads $threads isa $isa" 275 "${CPU[@]}" \
             --threads "$threads" --isa "$isa"
     done
 done
-step "paper threads 2 isa avx2" 180 --preset paper --backend tensorflow \
+job_step bench.upstream_epochs "paper threads 2 isa avx2" 180 --preset paper --backend tensorflow \
     --warmup 20 --batches 40 --repeats 1 --budget 420 --threads 2 --isa avx2
 
-echo "== done in $((SECONDS - START)) s; skipped: ${SKIPPED[*]:-none}" | tee -a "$LOG"
+job_end

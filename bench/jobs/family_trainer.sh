@@ -28,39 +28,21 @@
 # records when it is done); output: bench/logs/family_trainer/DATE.log.
 # Then: python -m bench.make_results.
 set -u -o pipefail
-cd "$(dirname "$0")/../.."
-PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python)}
+source "$(dirname "$0")/lib.sh"
+job_start family_trainer
 : "${KERAS_RNNLM_DATA:?set KERAS_RNNLM_DATA to the corpus root (holding ptb/)}"
-export KERAS_RNNLM_DATA TF_CPP_MIN_LOG_LEVEL=3
+export KERAS_RNNLM_DATA
 BATCHES=${BATCHES:-60}
 LIMIT=${LIMIT:-1200}
-LOGDIR=bench/logs/family_trainer
-mkdir -p "$LOGDIR"
-LOG=$LOGDIR/$(date +%Y-%m-%dT%H%M%S).log
-START=$SECONDS
-SKIPPED=()
-
-step() { # step NAME ESTIMATE_S ARGS...: one bench run, if it ends in time
-    local name=$1 estimate=$2
-    shift 2
-    local now=$((SECONDS - START))
-    if ((now + estimate > LIMIT)); then
-        SKIPPED+=("$name")
-        echo "== $name: skipped at $now s (~$estimate s more > $LIMIT s)" | tee -a "$LOG"
-        return
-    fi
-    echo "== $name at $now s: python -m bench.family_trainer $*" | tee -a "$LOG"
-    "$PY" -m bench.family_trainer "$@" 2>&1 | grep -v '^[IW]0000' | tee -a "$LOG"
-}
 
 declare -A ESTIMATE=([zaremba]=45 [mlstm]=70 [multicell]=55
     [awd_lstm_mos]=130 [awd_lstm_doc]=150 [awd_lstm]=100)
 for family in zaremba mlstm multicell awd_lstm_mos awd_lstm_doc awd_lstm; do
     for isa in default avx2; do
-        step "$family isa $isa" "${ESTIMATE[$family]}" --families "$family" \
+        job_step bench.family_trainer "$family isa $isa" "${ESTIMATE[$family]}" --families "$family" \
             --threads 2 --isa "$isa" --warmup 20 --batches "$BATCHES" \
             --repeats 1 --budget 240
     done
 done
 
-echo "== done in $((SECONDS - START)) s; skipped: ${SKIPPED[*]:-none}" | tee -a "$LOG"
+job_end
