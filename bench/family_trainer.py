@@ -102,7 +102,6 @@ from collections import namedtuple
 from bench import upstream_epochs
 from bench.harness import ROOT
 from bench.harness.isa import ISA_SETTINGS
-from bench.harness.isa import ISA_VARIABLES
 from bench.harness.options import add_child_argument
 from bench.harness.options import add_output_arguments
 from bench.harness.options import bench_parser
@@ -113,7 +112,6 @@ from bench.harness.processes import note_import_rss
 from bench.harness.processes import vm_hwm_mb
 from bench.harness.processes import watch
 from bench.harness.records import record
-from bench.harness.records import record_fields
 from bench.harness.records import write_records
 from bench.harness.torch_side import detach
 from bench.harness.torch_side import set_torch_threads
@@ -124,6 +122,7 @@ from bench.harness.trainer_runs import checked
 from bench.harness.trainer_runs import child_env
 from bench.harness.trainer_runs import first_epoch_batches
 from bench.harness.trainer_runs import keras_rate
+from bench.harness.trainer_runs import run_fields
 from bench.harness.trainer_runs import run_trainer
 from bench.harness.trainer_runs import trainer_command
 
@@ -141,8 +140,6 @@ FAMILIES = {
 UPSTREAM_FAMILY = "awd_lstm"
 IMPLS = ("keras", "torch", "upstream")
 BACKENDS = ("tensorflow", "jax")
-#: The variables of the children's ISA knobs a record carries.
-ISA_ENV = (*ISA_VARIABLES, "XLA_FLAGS")
 RSS_NOTE = (
     "peak resident memory of each process itself (VmHWM, read while it "
     "ran): the trainer killed after its timed batches, the others at "
@@ -742,16 +739,8 @@ def main(argv=None):
             recs = family_records(args, plan, samples)
             for r in recs:
                 print(json.dumps(r))
-            fields = record_fields(  # the load when the family's runs ended
-                MODULE,
-                argv,
-                environ=env,
-                isa_env={k: env[k] for k in ISA_ENV if k in env},
-                threads=args.threads or "default",
-                repeats=args.repeats,
-                budget_s=args.budget,
-                sets=args.sets,
-            )
+            # the load when the family's runs ended
+            fields = run_fields(MODULE, argv, env, args)
             write_records(args, recs, fields)
 
 

@@ -109,7 +109,6 @@ import tempfile
 
 from bench.harness import ROOT
 from bench.harness.isa import ISA_SETTINGS
-from bench.harness.isa import ISA_VARIABLES
 from bench.harness.isa import check_isa
 from bench.harness.options import PTB_TRAIN_TOKENS
 from bench.harness.options import add_output_arguments
@@ -117,7 +116,6 @@ from bench.harness.options import bench_parser
 from bench.harness.processes import interleave
 from bench.harness.processes import watch
 from bench.harness.records import record
-from bench.harness.records import record_fields
 from bench.harness.records import write_records
 from bench.harness.trainer_runs import add_run_arguments
 from bench.harness.trainer_runs import checked
@@ -125,14 +123,13 @@ from bench.harness.trainer_runs import child_env
 from bench.harness.trainer_runs import first_epoch_batches
 from bench.harness.trainer_runs import keras_rate
 from bench.harness.trainer_runs import ran
+from bench.harness.trainer_runs import run_fields
 from bench.harness.trainer_runs import run_trainer
 from bench.harness.trainer_runs import trainer_command
 
 MODULE = "bench.upstream_epochs"
 REFERENCE_NAME = "salesforce/awd-lstm-lm (main.py, PyTorch)"
 BACKENDS = ("tensorflow", "jax")
-#: The variables of the children's ISA knobs a record carries.
-ISA_ENV = (*ISA_VARIABLES, "XLA_FLAGS")
 
 #: main.py's flags for each preset of recipes/awd_lstm_ptb.py (its
 #: README's PTB command; the ``cpu`` shape of the reference README).
@@ -573,16 +570,7 @@ def main(argv=None):
     recs = (rate_records if args.batches else epoch_records)(args, samples)
     for r in recs:
         print(json.dumps(r))
-    fields = record_fields(
-        MODULE,
-        argv,
-        environ=env,
-        isa_env={k: env[k] for k in ISA_ENV if k in env},
-        threads=args.threads or "default",
-        repeats=args.repeats,
-        budget_s=args.budget,
-        sets=args.sets,
-    )
+    fields = run_fields(MODULE, argv, env, args)
     write_records(args, recs, fields)
 
 

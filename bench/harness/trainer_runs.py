@@ -27,9 +27,14 @@ import os
 import sys
 import time
 
+from bench.harness.isa import ISA_VARIABLES
 from bench.harness.isa import isa_env
 from bench.harness.processes import thread_env
 from bench.harness.processes import watch
+from bench.harness.records import record_fields
+
+#: The variables of the children's ISA knobs a record carries.
+ISA_ENV = (*ISA_VARIABLES, "XLA_FLAGS")
 
 
 def add_run_arguments(p, root):
@@ -50,6 +55,22 @@ def add_run_arguments(p, root):
             os.path.dirname(root), "shared", "reference", "awd-lstm-lm"
         ),
         help="salesforce/awd-lstm-lm with its timing flags (upstream)",
+    )
+
+
+def run_fields(module, argv, env, args):
+    """The common record fields of a trainer bench's run: the command,
+    the children's environment ``env`` and its ISA knobs, the threads,
+    repeats, budget and the trainer's ``--set`` overrides."""
+    return record_fields(
+        module,
+        argv,
+        environ=env,
+        isa_env={k: env[k] for k in ISA_ENV if k in env},
+        threads=args.threads or "default",
+        repeats=args.repeats,
+        budget_s=args.budget,
+        sets=args.sets,
     )
 
 
