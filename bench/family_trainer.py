@@ -112,7 +112,6 @@ from bench.harness.processes import note_import_rss
 from bench.harness.processes import vm_hwm_mb
 from bench.harness.processes import watch
 from bench.harness.records import record
-from bench.harness.records import write_records
 from bench.harness.torch_side import detach
 from bench.harness.torch_side import set_torch_threads
 from bench.harness.torch_side import torch_version
@@ -122,7 +121,7 @@ from bench.harness.trainer_runs import checked
 from bench.harness.trainer_runs import child_env
 from bench.harness.trainer_runs import first_epoch_batches
 from bench.harness.trainer_runs import keras_rate
-from bench.harness.trainer_runs import run_fields
+from bench.harness.trainer_runs import report_records
 from bench.harness.trainer_runs import run_trainer
 from bench.harness.trainer_runs import trainer_command
 
@@ -737,11 +736,7 @@ def main(argv=None):
         for family in args.families:
             plan, samples = measure_family(args, family, presets[family], tmp)
             recs = family_records(args, plan, samples)
-            for r in recs:
-                print(json.dumps(r))
-            # the load when the family's runs ended
-            fields = run_fields(MODULE, argv, env, args)
-            write_records(args, recs, fields)
+            report_records(MODULE, argv, env, args, recs)
 
 
 if __name__ == "__main__":

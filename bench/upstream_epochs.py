@@ -116,14 +116,13 @@ from bench.harness.options import bench_parser
 from bench.harness.processes import interleave
 from bench.harness.processes import watch
 from bench.harness.records import record
-from bench.harness.records import write_records
 from bench.harness.trainer_runs import add_run_arguments
 from bench.harness.trainer_runs import checked
 from bench.harness.trainer_runs import child_env
 from bench.harness.trainer_runs import first_epoch_batches
 from bench.harness.trainer_runs import keras_rate
 from bench.harness.trainer_runs import ran
-from bench.harness.trainer_runs import run_fields
+from bench.harness.trainer_runs import report_records
 from bench.harness.trainer_runs import run_trainer
 from bench.harness.trainer_runs import trainer_command
 
@@ -568,10 +567,7 @@ def main(argv=None):
         p.error(f"no ptb/ in --data {args.data!r} (or $KERAS_RNNLM_DATA)")
     samples = measure_all(args)
     recs = (rate_records if args.batches else epoch_records)(args, samples)
-    for r in recs:
-        print(json.dumps(r))
-    fields = run_fields(MODULE, argv, env, args)
-    write_records(args, recs, fields)
+    report_records(MODULE, argv, env, args, recs)
 
 
 if __name__ == "__main__":

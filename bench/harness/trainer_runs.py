@@ -23,6 +23,7 @@ module that a PyTorch child imports may import this one.
 """
 
 import csv
+import json
 import os
 import sys
 import time
@@ -32,6 +33,7 @@ from bench.harness.isa import isa_env
 from bench.harness.processes import thread_env
 from bench.harness.processes import watch
 from bench.harness.records import record_fields
+from bench.harness.records import write_records
 
 #: The variables of the children's ISA knobs a record carries.
 ISA_ENV = (*ISA_VARIABLES, "XLA_FLAGS")
@@ -56,6 +58,14 @@ def add_run_arguments(p, root):
         ),
         help="salesforce/awd-lstm-lm with its timing flags (upstream)",
     )
+
+
+def report_records(module, argv, env, args, recs):
+    """Prints ``recs`` (a JSON line each) and appends them with
+    :func:`run_fields` (the load when they are written)."""
+    for r in recs:
+        print(json.dumps(r))
+    write_records(args, recs, run_fields(module, argv, env, args))
 
 
 def run_fields(module, argv, env, args):
