@@ -376,3 +376,23 @@ def test_truncated_best_weights_fall_back_to_the_previous_ones(
         f"corrupt or replaced file); using the previous best weights "
         f"{previous} (epoch 1) instead\n"
     )
+
+
+def test_evaluate_reports_its_time_and_tokens_per_second(
+    tiny_config, tmp_path, capsys
+):
+    """``keras-rnnlm evaluate`` says how long each split took (the
+    first window's compilation included) and its tokens/s, as the cache
+    and dynamic evaluations do."""
+    import json
+
+    from keras_rnnlm.cli import main
+
+    run = _random_run(tiny_config, tmp_path)
+    assert main(["evaluate", run, "--split", "valid"]) == 0
+    out = capsys.readouterr().out
+    first, rest = out.split("\n", 1)
+    r = json.loads(rest)["valid"]
+    assert r["seconds"] > 0
+    assert r["tokens_per_s"] == pytest.approx(r["tokens"] / r["seconds"])
+    assert first.endswith(f"{r['tokens_per_s']:.0f} tokens/s)")

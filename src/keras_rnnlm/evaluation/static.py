@@ -20,6 +20,7 @@ import json
 import math
 import os
 import tempfile
+import time
 
 import keras
 from keras import backend
@@ -364,7 +365,9 @@ def evaluate_run(
         write: write ``results.json`` and ``model.keras``.
 
     Returns (and writes) ``{"weights": path, SPLIT: {"nll", "ppl",
-    "tokens", "batch_size", ...}, ..., "environment": {...}}``: the
+    "tokens", "batch_size", "seconds", "tokens_per_s", ...}, ...,
+    "environment": {...}}`` (``seconds``: the split's evaluation, its
+    first window's compilation included); the
     environment is the evaluating process's libraries, backend, commit
     and CPU (:func:`~keras_rnnlm._environment.environment`), which the
     figures depend on.
@@ -387,12 +390,22 @@ def evaluate_run(
     for split in splits:
         ev = make_evaluator(config, corpus, batch_sizes[split], bptt)
         ev.load_weights(weights, run_dir)
+        start = time.perf_counter()
         r = ev.evaluate(corpus.split(split))
-        results[split] = {**r, "batch_size": batch_sizes[split]}
+        seconds = time.perf_counter() - start
+        results[split] = {
+            **r,
+            "batch_size": batch_sizes[split],
+            "seconds": seconds,
+            "tokens_per_s": r["tokens"] / seconds,
+        }
         line = f"{split}: ppl {r['ppl']:.2f}"
         if "bpc" in r:
             line += f", bpc {r['bpc']:.4f}"
-        print(f"{line} ({r['tokens']} tokens, batch {batch_sizes[split]})")
+        print(
+            f"{line} ({r['tokens']} tokens, batch {batch_sizes[split]}, "
+            f"{r['tokens'] / seconds:.0f} tokens/s)"
+        )
     results["environment"] = environment()
     if write and is_writer():
         _write_results(run_dir, config, corpus, weights, results)
