@@ -1,0 +1,419 @@
+"""Evaluation through the CLI, beside the original awd-lstm-lm's.
+
+    python -m bench.upstream_eval --preset cpu --threads 1 --repeats 3
+    python -m bench.upstream_eval --preset paper --threads 2 \\
+        --splits valid          # the paper shape's validation only
+    python -m bench.upstream_eval --preset cpu --splits valid \\
+        --repeats 1 --no-record      # a functional check
+
+What a user runs to evaluate a run, ``keras-rnnlm evaluate RUN --split S
+--batch-size N --bptt B`` (a fresh process: the imports, the run's load,
+the compilation and the evaluation), against salesforce/awd-lstm-lm's
+own evaluation: ``main.py``'s ``evaluate(data_source, batch_size)`` (the
+function its training calls after each epoch on the validation split at
+batch 10 and at the end on the test split at batch 1), run as main.py
+runs it (its model in ``eval()`` mode, no ``torch.no_grad``, the hidden
+state carried and detached window to window, the loss through its
+``SplitCrossEntropyLoss``) by a fresh process over the modules of a
+temporary copy of ``--reference`` (``model.py``, ``data.py``,
+``utils.py``, ``splitcross.py``: main.py itself trains when imported).
+The same weights in both: the recipe's preset built by the package's
+builder (untrained, seed 0), copied into upstream's ``RNNModel`` word by
+word (its dictionary is in first-seen order); the two negative
+log-likelihoods must agree (``nll_difference``), so both evaluate the
+same model on the same windows.
+
+Per split (``--splits``; valid at batch 10, test at batch 1, window
+``bptt`` of the preset: main.py's ``args.bptt``), each side in its own
+process, ``--repeats`` interleaved, medians:
+
+* ``awd_lstm_ptb_P_eval_S_bN``: tokens/s of the evaluation itself (the
+  CLI's ``seconds``, its first window's compilation included; upstream:
+  its ``evaluate`` call, timed around it);
+* ``..._wall``: seconds of the whole command, from the start of the
+  process to its end (the imports and the corpus's reading included:
+  upstream tokenises the corpus again in each process, as main.py does
+  without its cache file);
+* ``..._peak_rss``: each process's own peak resident memory.
+
+Threads: ``--threads N`` (TensorFlow's pools, OpenMP's, torch's); ``--isa
+avx2`` caps both sides (:mod:`bench.harness.isa`).
+"""
+
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+from bench.harness import ROOT
+from bench.harness.isa import ISA_SETTINGS
+from bench.harness.options import add_child_argument
+from bench.harness.options import add_output_arguments
+from bench.harness.options import bench_parser
+from bench.harness.options import parse
+from bench.harness.processes import interleave
+from bench.harness.processes import note_import_rss
+from bench.harness.processes import peak_rss_mb
+from bench.harness.processes import run_child
+from bench.harness.processes import watch
+from bench.harness.records import record
+from bench.harness.torch_side import set_torch_threads
+from bench.harness.trainer_runs import add_run_arguments
+from bench.harness.trainer_runs import child_env
+from bench.harness.trainer_runs import report_records
+
+MODULE = "bench.upstream_eval"
+REFERENCE_NAME = "salesforce/awd-lstm-lm (main.py's evaluate, PyTorch)"
+RECIPE = os.path.join("recipes", "awd_lstm_ptb.py")
+#: main.py's batch size of each split's evaluation.
+BATCHES = {"valid": 10, "test": 1}
+RUN, WEIGHTS = "run", "weights.npz"
+
+
+def parser():
+    p = bench_parser(MODULE, __doc__)
+    p.add_argument("--preset", choices=["cpu", "paper"], default="cpu")
+    p.add_argument(
+        "--splits", nargs="+", choices=list(BATCHES), default=list(BATCHES)
+    )
+    p.add_argument("--isa", choices=sorted(ISA_SETTINGS), default="default")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=1800.0,
+        help="seconds a Keras process may take before it is stopped",
+    )
+    add_run_arguments(p, ROOT)
+    p.add_argument("--impls", nargs="+", default=["keras", "upstream"])
+    add_output_arguments(p, "upstream_eval.jsonl")
+    add_child_argument(p)
+    p.set_defaults(sets=[])
+    return p
+
+
+# -- the model, in both -------------------------------------------------------
+
+
+def prepare(workdir, preset):
+    """Writes the preset's run directory (untrained weights, seed 0) and
+    its weights for upstream's model (``weights.npz``,
+    :func:`upstream_arrays`); returns the shape upstream's model and
+    ``evaluate`` need."""
+    import numpy as np
+
+    from keras_rnnlm.models import build_language_model
+    from keras_rnnlm.recipe import config_from_preset
+    from keras_rnnlm.recipe import load_recipe
+    from keras_rnnlm.runs import load_run_corpus
+
+    config = config_from_preset(
+        load_recipe(os.path.join(ROOT, RECIPE)).PRESETS, preset
+    )
+    corpus = load_run_corpus(config)
+    model = build_language_model(
+        config.model, len(corpus.vocab), None, stateful=False, seed=0
+    )
+    run = os.path.join(workdir, RUN)
+    os.makedirs(run)
+    with open(os.path.join(run, "config.json"), "w") as f:
+        f.write(config.to_json())
+    corpus.vocab.save(os.path.join(run, "vocab.json"))
+    model.save_weights(os.path.join(run, "best.weights.h5"))
+    arrays = upstream_arrays(model, corpus.vocab.tokens)
+    np.savez(os.path.join(workdir, WEIGHTS), **arrays)
+    m = config.model
+    return {
+        "emsize": m.embedding_dim,
+        "nhid": m.hidden_sizes[0],
+        "nlayers": len(m.hidden_sizes),
+        "bptt": config.data.bptt,
+        "params": int(model.count_params()),
+    }
+
+
+def upstream_arrays(model, tokens):
+    """The weights of a tied AWD-LSTM builder model for upstream's
+    ``RNNModel``: the embedding and decoder bias rows in the order of
+    ``tokens`` (the run's vocabulary), each LSTM's kernels and bias in
+    PyTorch's layout (gates i, f, g, o, as the package's)."""
+    import numpy as np
+
+    emb = model.get_layer("embedding")
+    arrays = {
+        "embedding": np.asarray(emb.embeddings),
+        "decoder_bias": np.asarray(emb.output_bias),
+        "tokens": np.array(list(tokens)),
+    }
+    i = 0
+    while any(layer.name == f"rnn_{i}" for layer in model.layers):
+        cell = model.get_layer(f"rnn_{i}").cell
+        arrays[f"w_ih_{i}"] = np.asarray(cell.kernel).T
+        arrays[f"w_hh_{i}"] = np.asarray(cell.recurrent_kernel).T
+        arrays[f"b_{i}"] = np.asarray(cell.bias)
+        i += 1
+    return arrays
+
+
+def load_upstream_model(upstream, corpus, shape, path):
+    """upstream's ``RNNModel`` (its ``model`` module) of ``shape`` over
+    ``corpus``'s dictionary, with the weights of ``path``
+    (:func:`prepare`), in ``eval()`` mode."""
+    import numpy as np
+    import torch
+
+    w = np.load(path)
+    words = corpus.dictionary.idx2word
+    row = {t: i for i, t in enumerate(w["tokens"].tolist())}
+    order = np.array([row[t] for t in words])
+    model = upstream.RNNModel(
+        "LSTM",
+        len(words),
+        shape["emsize"],
+        shape["nhid"],
+        shape["nlayers"],
+        0.4,
+        0.25,
+        0.4,
+        0.1,
+        0.5,
+        True,
+    )
+    with torch.no_grad():
+        model.encoder.weight.copy_(torch.from_numpy(w["embedding"][order]))
+        model.decoder.bias.copy_(torch.from_numpy(w["decoder_bias"][order]))
+        for i, rnn in enumerate(model.rnns):
+            lstm = rnn.module
+            lstm.weight_ih_l0.copy_(torch.from_numpy(w[f"w_ih_{i}"]))
+            lstm.weight_hh_l0_raw.copy_(torch.from_numpy(w[f"w_hh_{i}"]))
+            lstm.bias_ih_l0.copy_(torch.from_numpy(w[f"b_{i}"]))
+            lstm.bias_hh_l0.zero_()
+    model.eval()
+    return model
+
+
+def upstream_evaluate(model, criterion, utils, source, batch, bptt):
+    """main.py's ``evaluate``: the mean loss over ``source`` (batchified
+    to ``batch`` columns), ``bptt`` rows a window, as main.py computes
+    it (summed window losses over ``len(source)``)."""
+
+    class Args:  # what utils.get_batch reads
+        cuda = False
+
+    Args.bptt = bptt
+    total = 0
+    hidden = model.init_hidden(batch)
+    for i in range(0, source.size(0) - 1, bptt):
+        data, targets = utils.get_batch(source, i, Args, evaluation=True)
+        output, hidden = model(data, hidden)
+        loss = criterion(
+            model.decoder.weight, model.decoder.bias, output, targets
+        )
+        total += len(data) * loss.data
+        hidden = utils.repackage_hidden(hidden)
+    return total.item() / len(source)
+
+
+# -- the children -------------------------------------------------------------
+
+
+def measure_upstream(data, split, shape, weights):
+    """The upstream child (upstream's copy on its ``PYTHONPATH``): the
+    corpus read by its ``data.Corpus``, the model built and loaded,
+    ``evaluate`` timed."""
+    started = time.perf_counter()
+    import torch
+
+    note_import_rss()
+    set_torch_threads(torch)
+    import data as updata  # upstream's modules, from its copy
+    import model as upmodel
+    import utils
+    from splitcross import SplitCrossEntropyLoss
+
+    corpus = updata.Corpus(os.path.join(data, "ptb"))
+    model = load_upstream_model(upmodel, corpus, shape, weights)
+    criterion = SplitCrossEntropyLoss(shape["emsize"], splits=[], verbose=False)
+
+    class Args:
+        cuda = False
+
+    batch = BATCHES[split]
+    source = utils.batchify(getattr(corpus, split), batch, Args)
+    t = time.perf_counter()
+    nll = upstream_evaluate(
+        model, criterion, utils, source, batch, shape["bptt"]
+    )
+    seconds = time.perf_counter() - t
+    if "tensorflow" in sys.modules:  # its RSS would count in torch's
+        raise RuntimeError("the upstream child imported TensorFlow")
+    tokens = source.numel() - batch  # the predicted ones
+    rows = source.size(0)
+    return {
+        # main.py divides by the rows, one more than the windows predict
+        "nll": nll * rows / (rows - 1),
+        "main_py_nll": nll,
+        "seconds": seconds,
+        "tokens": tokens,
+        "tokens_per_s": tokens / seconds,
+        "command_s": time.perf_counter() - started,
+        "rss_mb": peak_rss_mb(),
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def measure(impl, **params):
+    if impl == "prepare":
+        return prepare(**params)
+    return measure_upstream(**params)
+
+
+def run_keras(args, work, split, shape, env):
+    """``keras-rnnlm evaluate`` in a fresh process: its JSON's figures,
+    with the command's wall time and peak RSS."""
+    run = os.path.join(work, RUN)
+    cmd = [
+        sys.executable,
+        "-m",
+        "keras_rnnlm.cli",
+        "evaluate",
+        run,
+        "--split",
+        split,
+        "--batch-size",
+        str(BATCHES[split]),
+        "--bptt",
+        str(shape["bptt"]),
+    ]
+    log = os.path.join(work, f"keras_{split}.log")
+    proc = watch(cmd, env, lambda: False, args.budget, log=log)
+    with open(log) as f:
+        text = f.read()
+    if proc["returncode"] != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{text[-3000:]}")
+    out = json.JSONDecoder().raw_decode(text[text.index("\n{") + 1 :])[0]
+    r = out[split]
+    return {
+        "nll": r["nll"],
+        "seconds": r["seconds"],
+        "tokens": r["tokens"],
+        "tokens_per_s": r["tokens_per_s"],
+        "command_s": proc["wall_s"],
+        "rss_mb": proc["rss_mb"],
+        "load_average": os.getloadavg()[0],
+    }
+
+
+# -- the parent ---------------------------------------------------------------
+
+#: (figure, record kind, unit, name suffix, digits, lower is better).
+FIGURES = (
+    ("tokens_per_s", "throughput", "tok/s", "", 1, False),
+    ("command_s", "latency", "s", "_wall", 2, True),
+    ("rss_mb", "memory", "MB", "_peak_rss", 1, True),
+)
+
+
+def measure_all(args, env, tmp):
+    ref = os.path.join(tmp, "awd-lstm-lm")
+    shutil.copytree(args.reference, ref)
+    shape = run_child(
+        MODULE, {"impl": "prepare", "workdir": tmp, "preset": args.preset}, env
+    )
+    print(f"{args.preset}: {shape['params']:,} parameters", flush=True)
+    keys = [(s, impl) for s in args.splits for impl in args.impls]
+
+    def one(key):
+        split, impl = key
+        if impl == "keras":
+            return run_keras(args, tmp, split, shape, env)
+        params = {
+            "impl": "torch",  # glibc's own malloc, nothing of keras_rnnlm
+            "data": args.data,
+            "split": split,
+            "shape": shape,
+            "weights": os.path.join(tmp, WEIGHTS),
+        }
+        path = os.pathsep.join(filter(None, [ref, env.get("PYTHONPATH")]))
+        return run_child(MODULE, params, {**env, "PYTHONPATH": path})
+
+    def report(rep, key, r):
+        split, impl = key
+        print(
+            f"repeat {rep + 1} {split} {impl:8s}: {r['tokens_per_s']:7.0f} "
+            f"tok/s ({r['seconds']:.1f} s), command {r['command_s']:.1f} s, "
+            f"peak RSS {r['rss_mb']:.0f} MB, nll {r['nll']:.6f}, load "
+            f"{r['load_average']:.2f}",
+            flush=True,
+        )
+
+    return shape, interleave(keys, args.repeats, one, report)
+
+
+def records(args, shape, samples):
+    out = []
+    for split in args.splits:
+        runs = samples.get((split, "keras"), [])
+        ref_runs = samples.get((split, "upstream"))
+        if not runs:
+            continue
+        batch = BATCHES[split]
+        diff = None
+        if ref_runs:
+            diff = abs(runs[0]["nll"] - ref_runs[0]["nll"])
+        extra = {
+            "preset": args.preset,
+            "recipe": RECIPE,
+            "split": split,
+            "batch": batch,
+            "bptt": shape["bptt"],
+            "params": shape["params"],
+            "weights": "untrained (the builder's initialisation, seed 0), "
+            "the same in both",
+            "keras_nll": runs[0]["nll"],
+            "reference_nll": ref_runs[0]["nll"] if ref_runs else None,
+            "nll_difference": diff,
+            "repeats": len(runs),
+            "load_averages": [round(r["load_average"], 2) for r in runs],
+            "isa": args.isa,
+        }
+        for figure, kind, unit, suffix, digits, lower in FIGURES:
+            ref = ref_runs and statistics.median(r[figure] for r in ref_runs)
+            out.append(
+                record(
+                    kind,
+                    f"awd_lstm_ptb_{args.preset}_eval_{split}_b{batch}{suffix}",
+                    "keras",
+                    statistics.median(r[figure] for r in runs),
+                    unit,
+                    ref or None,
+                    REFERENCE_NAME if ref else None,
+                    digits=digits,
+                    runs=[round(r[figure], digits) for r in runs],
+                    reference_runs=[round(r[figure], digits) for r in ref_runs]
+                    if ref_runs
+                    else None,
+                    **({"lower_is_better": True} if lower else {}),
+                    **extra,
+                )
+            )
+    return out
+
+
+def main(argv=None):
+    p = parser()
+    args = parse(p, measure, argv)
+    if not os.path.isdir(os.path.join(args.data, "ptb")):
+        p.error(f"no ptb/ in --data {args.data!r} (or $KERAS_RNNLM_DATA)")
+    env = child_env(args.threads, args.isa, args.data)
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    with tempfile.TemporaryDirectory(prefix="upstream_eval_") as tmp:
+        shape, samples = measure_all(args, env, tmp)
+    recs = records(args, shape, samples)
+    report_records(MODULE, argv, env, args, recs)
+
+
+if __name__ == "__main__":
+    main()
