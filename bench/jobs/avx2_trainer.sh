@@ -33,11 +33,8 @@
 # Then: python -m bench.make_results.
 set -u -o pipefail
 source "$(dirname "$0")/lib.sh"
-job_start avx2_trainer
-: "${KERAS_RNNLM_DATA:?set KERAS_RNNLM_DATA to the corpus root (holding ptb/)}"
-export KERAS_RNNLM_DATA
+job_start avx2_trainer 1560
 BATCHES=${BATCHES:-60}
-LIMIT=${LIMIT:-1560}
 
 for isa in default avx2; do
     job_step bench.upstream_epochs "check-isa $isa" 20 --isa "$isa" --backend tensorflow jax --check-isa

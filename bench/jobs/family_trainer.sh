@@ -29,11 +29,8 @@
 # Then: python -m bench.make_results.
 set -u -o pipefail
 source "$(dirname "$0")/lib.sh"
-job_start family_trainer
-: "${KERAS_RNNLM_DATA:?set KERAS_RNNLM_DATA to the corpus root (holding ptb/)}"
-export KERAS_RNNLM_DATA
+job_start family_trainer 1200
 BATCHES=${BATCHES:-60}
-LIMIT=${LIMIT:-1200}
 
 declare -A ESTIMATE=([zaremba]=45 [mlstm]=70 [multicell]=55
     [awd_lstm_mos]=130 [awd_lstm_doc]=150 [awd_lstm]=100)

@@ -1,16 +1,20 @@
 # What the measuring scripts of bench/jobs share; sourced by them:
 #
 #     source "$(dirname "$0")/lib.sh"
-#     job_start NAME                 # the repository root, python, the log
+#     job_start NAME LIMIT           # the repository root, python, the log
 #     job_step MODULE NAME EST ARGS  # python -m MODULE ARGS, if it ends in time
 #     job_end
 #
-# job_start sets PY (.venv/bin/python where there is one, or $PYTHON),
-# LOG (bench/logs/NAME/DATE.log), START and SKIPPED; a step that would end
-# after LIMIT seconds (the script sets it) at its estimate EST is skipped
-# and named at the end.
+# job_start checks and exports KERAS_RNNLM_DATA (the corpora every job
+# reads) and sets PY (.venv/bin/python where there is one, or $PYTHON),
+# LOG (bench/logs/NAME/DATE.log), START, SKIPPED and LIMIT (the
+# environment's, default the second argument); a step that would end
+# after LIMIT seconds at its estimate EST is skipped and named at the end.
 
-job_start() { # job_start NAME
+job_start() { # job_start NAME LIMIT
+    : "${KERAS_RNNLM_DATA:?set KERAS_RNNLM_DATA to the corpus root (holding ptb/)}"
+    export KERAS_RNNLM_DATA
+    LIMIT=${LIMIT:-$2}
     cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
     PY=${PYTHON:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python)}
     export TF_CPP_MIN_LOG_LEVEL=3

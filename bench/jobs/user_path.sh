@@ -24,10 +24,7 @@
 # bench/logs/user_path/DATE.log. Then: python -m bench.make_results.
 set -u -o pipefail
 source "$(dirname "$0")/lib.sh"
-job_start user_path
-: "${KERAS_RNNLM_DATA:?set KERAS_RNNLM_DATA to the corpus root (holding ptb/)}"
-export KERAS_RNNLM_DATA
-LIMIT=${LIMIT:-2400}
+job_start user_path 2400
 EPOCH_BUDGET=${EPOCH_BUDGET:-850}
 
 for threads in 1 2; do
