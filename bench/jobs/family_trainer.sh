@@ -23,7 +23,10 @@
 # (default 1,200: 20 minutes) at its estimate is skipped and named at the
 # end, and a process still short of its batches after --budget seconds
 # (240) is abandoned (its figure then missing): on a slower machine the
-# job still ends near LIMIT, without its last steps. Records:
+# job still ends near LIMIT, without its last steps. THREADS (default 2)
+# and ISAS (default "default avx2") choose the settings: THREADS=1
+# ISAS=default gives the one-thread row (6 runs, about 12 minutes).
+# Records:
 # bench/results/family_trainer.jsonl (each bench run appends a family's
 # records when it is done); output: bench/logs/family_trainer/DATE.log.
 # Then: python -m bench.make_results.
@@ -31,13 +34,15 @@ set -u -o pipefail
 source "$(dirname "$0")/lib.sh"
 job_start family_trainer 1200
 BATCHES=${BATCHES:-60}
+THREADS=${THREADS:-2}
+read -r -a ISA_LIST <<<"${ISAS:-default avx2}"
 
 declare -A ESTIMATE=([zaremba]=45 [mlstm]=70 [multicell]=55
     [awd_lstm_mos]=130 [awd_lstm_doc]=150 [awd_lstm]=100)
 for family in zaremba mlstm multicell awd_lstm_mos awd_lstm_doc awd_lstm; do
-    for isa in default avx2; do
-        job_step bench.family_trainer "$family isa $isa" "${ESTIMATE[$family]}" --families "$family" \
-            --threads 2 --isa "$isa" --warmup 20 --batches "$BATCHES" \
+    for isa in "${ISA_LIST[@]}"; do
+        job_step bench.family_trainer "$family threads $THREADS isa $isa" "${ESTIMATE[$family]}" \
+            --families "$family" --threads "$THREADS" --isa "$isa" --warmup 20 --batches "$BATCHES" \
             --repeats 1 --budget 240
     done
 done
