@@ -1,22 +1,24 @@
 """The backend-sensitive tests, re-run on the JAX backend.
 
-The default test run uses TensorFlow. Two tests run, each in one JAX
+The default test run uses TensorFlow. Three tests run, each in one JAX
 subprocess (one JAX start-up), the tests whose results depend on the
-backend (:data:`SELECTION` in the default run, :data:`SLOW_SELECTION`
-marked ``slow``): the multiplicative cells against their NumPy references and
-their gradients, carried recurrent state through the compiled
-predict/evaluate steps, streaming evaluation equal to a whole-stream
-pass, and the dynamic-evaluation steps (jitted stateless_call + update)
-against hand-computed ones, and the sampled-softmax sampler, logits and a
-sampled-softmax training run, the Major-Minor LSTM's fused branches, and
-the callbacks that read or write variables inside ``fit`` (the JAX
-trainer keeps the state outside the variables during an epoch), among
-them a run killed and resumed in the middle of an epoch and a diverged
-run resumed from its newest good checkpoint; the CBOW
-context layer against its NumPy reference and a CBOW training run, and
-sentence-level state reset (layers, exact evaluation, a run); the
-samplers' noise and draws and the compiled generation loop (the slow
-run: against its step-by-step references).
+backend: :data:`SELECTION` and :data:`LOOP_SELECTION` in the default run
+(each mechanism once, in two subprocesses that the two test workers
+share), :data:`SLOW_SELECTION` (the other variants and whole runs) marked
+``slow``. Among them: the multiplicative cells against their NumPy
+references and their gradients, carried recurrent state through the
+compiled predict/evaluate steps, streaming evaluation equal to a
+whole-stream pass, and the dynamic-evaluation steps (jitted
+stateless_call + update) against hand-computed ones, and the
+sampled-softmax sampler, logits and a sampled-softmax training run, the
+Major-Minor LSTM's two branches, and the callbacks that read or write
+variables inside ``fit`` (the JAX trainer keeps the state outside the
+variables during an epoch), among them a run killed and resumed in the
+middle of an epoch and a diverged run resumed from its newest good
+checkpoint; the CBOW context layer against its NumPy reference and a
+CBOW training run, and sentence-level state reset (layers, exact
+evaluation, a run); the samplers' noise and draws and the compiled
+generation loop (the slow run: against its step-by-step references).
 """
 
 import os
@@ -27,17 +29,26 @@ import keras
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-#: The default run's selection: cells and layers against their references,
-#: carried state, the metrics, dynamic evaluation's update, the sampler,
-#: and the callbacks that act on variables inside ``fit``.
+#: The default run's selection, each backend-sensitive mechanism once, in
+#: two halves (two subprocesses, so that the two test workers share it).
+#: Cells and layers: the multiplicative cells against their NumPy
+#: references and the mLSTMs' gradients, carried state (the LSTM and
+#: mLSTM, the Major-Minor LSTM's two branches), forward-only outputs and
+#: the loss gradient.
 SELECTION = {
-    "layers/test_multiplicative.py": "(matches_numpy and auto) or gradients",
-    "loops/test_state.py": "carries_state and (lstm or mlstm)",
-    "layers/test_major_minor_lstm.py": "carries_state or fused_branches "
-    "or stateful_carries_both",
+    "layers/test_multiplicative.py": "(matches_numpy and auto) or "
+    "(fused_gradients_match_naive and mlstm)",
+    "loops/test_state.py": "carries_state and (lstm or mlstm) "
+    "and not keras_lstm",
+    "layers/test_major_minor_lstm.py": "stateful_carries_both",
     "loops/test_recurrence.py": "forward_only_gives",
-    "test_metrics.py": "independent or gradient_is_softmax",
-    "evaluation/test_dynamic.py": "update_rule_matches_hand_computed",
+    "test_metrics.py": "gradient_is_softmax",
+}
+#: Loops and sampling: dynamic evaluation's update, the sampled-softmax
+#: sampler and logits, the callbacks that act on variables inside ``fit``,
+#: the samplers' noise and draws and the compiled generation loop.
+LOOP_SELECTION = {
+    "evaluation/test_dynamic.py": "update_rule_matches_hand_computed and rms",
     "layers/test_sampled_softmax.py": "sampler_draws or float64_reference",
     "callbacks/test_regularization.py": "through_fit",
     "callbacks/test_nt_asgd.py": "through_fit",
@@ -52,6 +63,17 @@ SELECTION = {
 #: (sampled softmax, variable windows, CBOW, sentence level), the CBOW
 #: context layer and every layer's sentence reset.
 SLOW_SELECTION = {
+    # the default selection's other variants: every multiplicative cell's
+    # gradients, the plain Keras LSTM's and the Major-Minor builder's
+    # carried state, evaluation independent of batch size and BPTT, the
+    # plain SGD dynamic update
+    "layers/test_multiplicative.py": "fused_gradients_match_naive and "
+    "not mlstm",
+    "loops/test_state.py": "carries_state and (gru or simple_rnn "
+    "or keras_lstm)",
+    "layers/test_major_minor_lstm.py": "builder_carries_state",
+    "test_metrics.py": "independent",
+    "evaluation/test_dynamic.py": "update_rule_matches_hand_computed and sgd",
     # a run killed and resumed mid-epoch, a diverged run resumed from its
     # newest good checkpoint (the JAX trainer's state outside the variables)
     "callbacks/test_checkpoint.py": "resume_equals_uninterrupted "
@@ -83,7 +105,11 @@ def _passes_on_jax(selection):
     except ImportError:
         pytest.skip("jax not installed (pip install -e '.[jax]')")
     args = [os.path.join(HERE, path) for path in selection]
-    expr = " or ".join(f"({e})" for e in selection.values())
+    # each file's expression applies to that file only (a module's name
+    # is one of its tests' keywords)
+    expr = " or ".join(
+        f"({os.path.basename(path)} and ({e}))" for path, e in selection.items()
+    )
     proc = subprocess.run(
         [
             sys.executable,
@@ -123,6 +149,11 @@ on_tensorflow = pytest.mark.skipif(
 @on_tensorflow
 def test_backend_sensitive_tests_pass_on_jax():
     _passes_on_jax(SELECTION)
+
+
+@on_tensorflow
+def test_backend_sensitive_loops_pass_on_jax():
+    _passes_on_jax(LOOP_SELECTION)
 
 
 @on_tensorflow

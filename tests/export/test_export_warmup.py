@@ -119,6 +119,10 @@ def _check(export_dir, max_length, rows):
     return requests
 
 
+# The records beyond 256 steps are written and replayed by the code that
+# test_default_warmup_stops_at_256_steps runs in the default run; their
+# lengths are test_warmup_lengths_cover_the_buckets_up_to_the_limit's.
+@pytest.mark.slow
 def test_export_writes_a_warmup_file_that_replays(tmp_path):
     from keras_rnnlm.export import export_saved_model
 
