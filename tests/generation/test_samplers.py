@@ -16,7 +16,6 @@ from keras_rnnlm.generation import TopPSampler
 from keras_rnnlm.generation import get_sampler
 from keras_rnnlm.generation.samplers import MAX_SEED
 from keras_rnnlm.generation.samplers import check_seed
-from keras_rnnlm.generation.samplers import first_argmax
 from keras_rnnlm.generation.samplers import stateless_uniform
 
 N = 20_000
@@ -128,29 +127,6 @@ def test_greedy_is_the_argmax():
     log_probs = rng.normal(size=(50, 30)).astype(np.float32)
     got = ops.convert_to_numpy(GreedySampler()(log_probs, 0, 0))
     np.testing.assert_array_equal(got, log_probs.argmax(-1))
-
-
-def test_first_argmax_is_the_argmax_first_among_ties():
-    rng = np.random.default_rng(1)
-    x = rng.integers(0, 4, size=(200, 7)).astype(np.float32)  # many ties
-    got = ops.convert_to_numpy(first_argmax(x))
-    np.testing.assert_array_equal(got, x.argmax(-1))
-    assert got.dtype == np.int32
-    nan = ops.convert_to_numpy(first_argmax(np.full((1, 5), np.nan)))
-    assert 0 <= nan[0] < 5
-
-
-def test_a_given_uniform_draw_is_the_one_of_seed_and_step():
-    """The noise a compiled step takes as an input draws what the
-    sampler draws from ``(seed, step)`` itself."""
-    rng = np.random.default_rng(2)
-    log_probs = rng.normal(size=(64, 30)).astype(np.float32)
-    u = stateless_uniform((64, 30), 5, 9)
-    for s in (RandomSampler(0.7), TopKSampler(5), TopPSampler(0.8)):
-        np.testing.assert_array_equal(
-            ops.convert_to_numpy(s(log_probs, 5, 9, u)),
-            ops.convert_to_numpy(s(log_probs, 5, 9)),
-        )
 
 
 def test_same_seed_same_draws_other_seed_other_draws():

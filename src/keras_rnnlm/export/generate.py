@@ -128,7 +128,7 @@ class SamplerSwitch:
     """The sampler of a call, chosen in the graph: ``switch_case`` over
     the samplers of :data:`~keras_rnnlm.generation.SAMPLERS` (in its
     order), each built from the traced parameters and called as
-    ``sampler(log_probs, seed, step, uniform)`` (what
+    ``sampler(log_probs, seed, step)`` (what
     :func:`~keras_rnnlm.generation.generate_ids` calls).
 
     Args:
@@ -156,11 +156,11 @@ class SamplerSwitch:
             "top_p": TopPSampler(self.p, k=self.top_p_k, temperature=t),
         }
 
-    def __call__(self, log_probs, seed, step, uniform=None):
+    def __call__(self, log_probs, seed, step):
         made = self.samplers()
 
         def branch(name):
-            return lambda: made[name](log_probs, seed, step, uniform)
+            return lambda: made[name](log_probs, seed, step)
 
         return self.tf.switch_case(
             self.index, [branch(name) for name in SAMPLERS]

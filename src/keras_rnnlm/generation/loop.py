@@ -6,11 +6,7 @@ inference graph (:class:`~keras_rnnlm.scoring.InferenceModel`: tokens and
 states in, logits and states out). It traces into one ``tf.function``
 (the loop a ``tf.while_loop``, every op one a stock TF Serving runs) or
 one ``jax.jit`` (a ``lax.while_loop``); :class:`GenerationLoop` compiles
-and runs it from NumPy. There, on TensorFlow, each step's sampling and
-bookkeeping (the log-softmax, the sampler's choice, the fed input, the
-stop and length checks, the cache's memory, the state resets) is one
-XLA-compiled function called from the loop (``compiled_step``); the
-export keeps them as plain ops, and both draw the same tokens.
+and runs it from NumPy.
 
 **Prompts.** Row ``i`` of ``prompt_ids`` holds its inputs in its first
 ``lengths[i]`` columns: the sentence-start token (``<eos>``, as in
@@ -50,7 +46,6 @@ from keras import ops
 
 from keras_rnnlm.cache_pointer import mix_log_probs
 from keras_rnnlm.data.sentences import sentence_starts
-from keras_rnnlm.generation.samplers import stateless_uniform
 
 
 def reset_token_ids(vocab, rule):
@@ -143,7 +138,6 @@ def generate_ids(
     stop_id=-1,
     reset_ids=(),
     cache=None,
-    compiled_step=False,
 ):
     """Samples up to ``max_tokens`` tokens after each row's prompt (see
     the module docstring).
@@ -163,10 +157,6 @@ def generate_ids(
             (:func:`reset_token_ids`).
         cache: a :class:`~keras_rnnlm.cache_pointer.CacheConfig` (its
             natural start, ``reference=False``) or ``None``.
-        compiled_step: (TensorFlow) run each step's sampling and
-            bookkeeping as one XLA-compiled function (one program per
-            batch size) instead of some thirty small ops one by one;
-            ``False`` keeps every op one a stock TF Serving runs.
 
     Returns:
         A dict: ``token_ids`` int32 ``(B, max_tokens)`` (-1 after a row's
@@ -218,16 +208,19 @@ def generate_ids(
     done = ops.logical_or(stopped, max_tokens <= 0)
     position = ops.convert_to_tensor(prefill, "int32")
 
-    def choose(position, logits, key, memory, states, num, stopped, done,
-               from_prompt, uniform, seed, max_tokens, initial):  # fmt: skip
-        # a step's choice on (B,)-shaped carries: the next token sampled,
-        # the input fed, the bookkeeping (no (B, P) or (B, N) tensor, so
-        # compiled it is one program per batch size)
+    def cond(position, logits, key, memory, states, *outputs):
+        return ops.logical_not(ops.all(outputs[-1]))
+
+    def body(position, logits, key, memory, states, out_ids, out_lp, num,
+             stopped, done):  # fmt: skip
         log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
         if cache is not None:
             log_probs = _cache_log_probs(key, *memory, log_probs, cache)
-        sampled = sampler(log_probs, seed, position, uniform)
+        sampled = sampler(log_probs, seed, position)
         in_prompt = position < lengths
+        from_prompt = ops.take(
+            prompt_ids, ops.minimum(position, width - 1), axis=1
+        )
         token = ops.where(in_prompt, from_prompt, sampled)
         generating = ops.logical_and(
             ops.logical_not(in_prompt), ops.logical_not(done)
@@ -235,9 +228,15 @@ def generate_ids(
         stop = ops.logical_and(generating, ops.equal(sampled, stop_id))
         keep = ops.logical_and(generating, ops.logical_not(stop))
         column = position - lengths
+        at = ops.logical_and(
+            ops.expand_dims(keep, -1),
+            columns == ops.expand_dims(column, -1),
+        )
         lp = ops.take_along_axis(
             log_probs, ops.expand_dims(sampled, -1), axis=-1
         )
+        out_ids = ops.where(at, ops.expand_dims(sampled, -1), out_ids)
+        out_lp = ops.where(at, lp, out_lp)
         num = num + ops.cast(keep, "int32")
         stopped = ops.logical_or(stopped, stop)
         full = ops.logical_and(generating, column + 1 >= max_tokens)
@@ -261,40 +260,6 @@ def generate_ids(
             _where_rows(starts, s0, s) if r else s
             for s, s0, r in zip(states, initial, recurrent)
         ]
-        return (token, memory, states, num, stopped, done, sampled, lp,
-                keep, column)  # fmt: skip
-
-    if compiled_step:
-        import tensorflow as tf  # compiled_step: TensorFlow only
-
-        # the sampling only: the model stays as the inference graph built
-        # it (its decoder a library matmul; XLA:CPU's own dot is slower on
-        # a 10,000-word decoder at batch 1)
-        choose = tf.function(choose, jit_compile=True, autograph=False)
-
-    def cond(position, logits, key, memory, states, *outputs):
-        return ops.logical_not(ops.all(outputs[-1]))
-
-    def body(position, logits, key, memory, states, out_ids, out_lp, num,
-             stopped, done):  # fmt: skip
-        from_prompt = ops.take(
-            prompt_ids, ops.minimum(position, width - 1), axis=1
-        )
-        uniform = None
-        if compiled_step and sampler.random:
-            # drawn outside the compiled step (see Sampler.__call__)
-            uniform = stateless_uniform(ops.shape(logits), seed, position)
-        (token, memory, states, num, stopped, done, sampled, lp, keep,
-         column) = choose(
-            position, logits, key, memory, states, num, stopped, done,
-            from_prompt, uniform, seed, max_tokens, initial,
-        )  # fmt: skip
-        at = ops.logical_and(
-            ops.expand_dims(keep, -1),
-            columns == ops.expand_dims(column, -1),
-        )
-        out_ids = ops.where(at, ops.expand_dims(sampled, -1), out_ids)
-        out_lp = ops.where(at, lp, out_lp)
         x = ops.expand_dims(token, -1)
 
         def advance():
@@ -389,13 +354,6 @@ class GenerationLoop:
         return fn
 
     def _compile(self, sampler, stop_id, cache):
-        backend = keras.backend.backend()
-        # TensorFlow: each step's sampling one XLA program, where the
-        # inference graph is itself compiled (a portable one has no XLA)
-        compiled_step = backend == "tensorflow" and not getattr(
-            self.inference, "portable", True
-        )
-
         def fn(prompt_ids, lengths, seed, max_tokens, prefill):
             return generate_ids(
                 self.inference,
@@ -408,9 +366,9 @@ class GenerationLoop:
                 stop_id=stop_id,
                 reset_ids=self.reset_ids,
                 cache=cache,
-                compiled_step=compiled_step,
             )
 
+        backend = keras.backend.backend()
         if backend == "tensorflow":
             import tensorflow as tf  # the TensorFlow backend
 

@@ -92,26 +92,12 @@ def stateless_uniform(shape, seed, step):
     )
 
 
-def gumbel_noise(shape, seed, step, uniform=None):
+def gumbel_noise(shape, seed, step):
     """Standard Gumbel noise ``-log(-log u)`` (see
-    :func:`stateless_uniform`; ``uniform``: that draw, where the caller
-    made it)."""
-    u = stateless_uniform(shape, seed, step) if uniform is None else uniform
+    :func:`stateless_uniform`)."""
+    u = stateless_uniform(shape, seed, step)
     tiny = 1e-30  # u = 0 would give -inf: never the argmax anyway
     return -ops.log(-ops.log(ops.maximum(u, tiny)))
-
-
-def first_argmax(x):
-    """``argmax(x, axis=-1)`` of a ``(batch, n)`` tensor (the first index
-    of the largest value), as two plain reductions: the largest value,
-    then the smallest index that holds it. Same ids as ``ops.argmax``;
-    under XLA:CPU an argmax is a variadic reduction emitted as a scalar
-    loop, several times slower than these two."""
-    n = ops.shape(x)[-1]
-    top = ops.max(x, axis=-1, keepdims=True)
-    index = ops.expand_dims(ops.arange(n, dtype="int32"), 0)
-    first = ops.min(ops.where(x == top, index, n), axis=-1)
-    return ops.minimum(first, n - 1)  # a NaN row: the last id, in range
 
 
 def _traced(value):
@@ -176,16 +162,13 @@ class Sampler:
         """Raises :class:`GenerationError` if the sampler cannot run on a
         vocabulary of ``vocab_size`` tokens (a ``k`` above it)."""
 
-    def __call__(self, log_probs, seed, step, uniform=None):
+    def __call__(self, log_probs, seed, step):
         """``(batch,)`` int32 token ids drawn from ``log_probs`` ``(batch,
-        vocab)`` with the noise of ``(seed, step)``; ``uniform``: the
-        caller's ``stateless_uniform(shape, seed, step)``, the same draw
-        made outside (a compiled step takes it as an input: XLA:CPU would
-        fuse the generator into its consumers and run it per element)."""
+        vocab)`` with the noise of ``(seed, step)``."""
         log_probs = ops.cast(log_probs, "float32")
         noise = None
         if self.random:
-            noise = gumbel_noise(ops.shape(log_probs), seed, step, uniform)
+            noise = gumbel_noise(ops.shape(log_probs), seed, step)
         return ops.cast(self.choose(self._tempered(log_probs), noise), "int32")
 
     def _tempered(self, log_probs):
@@ -232,7 +215,7 @@ class GreedySampler(Sampler):
         super().__init__(1.0)
 
     def choose(self, scores, noise):
-        return first_argmax(scores)
+        return ops.argmax(scores, axis=-1)
 
     def get_config(self):
         return {}
@@ -243,7 +226,7 @@ class RandomSampler(Sampler):
     temperature)``."""
 
     def choose(self, scores, noise):
-        return first_argmax(scores + noise)
+        return ops.argmax(scores + noise, axis=-1)
 
 
 def _among(values, ids, noise):
@@ -251,7 +234,7 @@ def _among(values, ids, noise):
     (``-inf``: not a candidate) of the token ids ``ids``, each with the
     noise of its token id."""
     g = ops.take_along_axis(noise, ids, axis=-1)
-    best = first_argmax(values + g)
+    best = ops.argmax(values + g, axis=-1)
     return ops.take_along_axis(ids, ops.expand_dims(best, -1), axis=-1)[:, 0]
 
 
