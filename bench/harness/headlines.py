@@ -154,6 +154,23 @@ TABLES = (
         "trainer on JAX",
     ),
     Table(
+        "Evaluation through the CLI beside the original awd-lstm-lm",
+        ("upstream_eval",),
+        r"(?P<row>.+?)_eval_(?P<col>(valid|test)_b\d+(_wall|_peak_rss)?)",
+        (
+            (r"valid_b\d+", "valid, tok/s"),
+            (r"valid_b\d+_wall", "valid, command s"),
+            (r"test_b\d+", "test, tok/s"),
+            (r"test_b\d+_wall", "test, command s"),
+            (r"(valid|test)_b\d+_peak_rss", "peak RSS, MB"),
+        ),
+        kinds=("throughput", "latency", "memory"),
+        hide_models=("keras",),
+        note="`keras-rnnlm evaluate` x main.py's evaluate over upstream's "
+        "model, same weights, same run; valid at batch 10, test at batch 1; "
+        "command s: the whole process",
+    ),
+    Table(
         "Training through the trainer beside the repository's PyTorch models",
         ("family_trainer",),
         r"(?P<row>.+?)_(?P<col>train|train_peak_rss)",
