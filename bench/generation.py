@@ -70,6 +70,7 @@ from bench.harness.records import malloc_fields
 from bench.harness.records import record
 from bench.harness.records import record_fields
 from bench.harness.records import write_records
+from bench.harness.run_dirs import write_untrained_run
 from bench.harness.torch_side import set_torch_threads
 from bench.harness.torch_side import torch_version
 
@@ -134,23 +135,10 @@ def prepare(model, workdir, prompts, prompt_tokens):
     from bench.reference.sampling import next_log_probs
     from bench.reference.sampling import save_reference
     from keras_rnnlm import LanguageModel
-    from keras_rnnlm.models import build_language_model
-    from keras_rnnlm.recipe import config_from_preset
-    from keras_rnnlm.recipe import load_recipe
-    from keras_rnnlm.runs import load_run_corpus
 
     recipe, preset, family = MODELS[model]
-    config = config_from_preset(load_recipe(recipe).PRESETS, preset)
-    corpus = load_run_corpus(config)
-    kmodel = build_language_model(
-        config.model, len(corpus.vocab), None, stateful=False, seed=0
-    )
     run = os.path.join(workdir, RUN)
-    os.makedirs(run, exist_ok=True)
-    with open(os.path.join(run, "config.json"), "w") as f:
-        f.write(config.to_json())
-    corpus.vocab.save(os.path.join(run, "vocab.json"))
-    kmodel.save_weights(os.path.join(run, "best.weights.h5"))
+    config, corpus, kmodel = write_untrained_run(recipe, preset, run)
     lm = LanguageModel.from_run(run)
     tokenization = lm.scorer.tokenization
     space = None if tokenization.mode == "whitespace" else "_"

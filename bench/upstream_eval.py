@@ -47,6 +47,7 @@ import statistics
 import sys
 import tempfile
 import time
+import types
 
 from bench.harness import ROOT
 from bench.harness.isa import ISA_SETTINGS
@@ -60,6 +61,7 @@ from bench.harness.processes import peak_rss_mb
 from bench.harness.processes import run_child
 from bench.harness.processes import watch
 from bench.harness.records import record
+from bench.harness.run_dirs import write_untrained_run
 from bench.harness.torch_side import set_torch_threads
 from bench.harness.trainer_runs import add_run_arguments
 from bench.harness.trainer_runs import child_env
@@ -104,24 +106,9 @@ def prepare(workdir, preset):
     ``evaluate`` need."""
     import numpy as np
 
-    from keras_rnnlm.models import build_language_model
-    from keras_rnnlm.recipe import config_from_preset
-    from keras_rnnlm.recipe import load_recipe
-    from keras_rnnlm.runs import load_run_corpus
-
-    config = config_from_preset(
-        load_recipe(os.path.join(ROOT, RECIPE)).PRESETS, preset
+    config, corpus, model = write_untrained_run(
+        os.path.join(ROOT, RECIPE), preset, os.path.join(workdir, RUN)
     )
-    corpus = load_run_corpus(config)
-    model = build_language_model(
-        config.model, len(corpus.vocab), None, stateful=False, seed=0
-    )
-    run = os.path.join(workdir, RUN)
-    os.makedirs(run)
-    with open(os.path.join(run, "config.json"), "w") as f:
-        f.write(config.to_json())
-    corpus.vocab.save(os.path.join(run, "vocab.json"))
-    model.save_weights(os.path.join(run, "best.weights.h5"))
     arrays = upstream_arrays(model, corpus.vocab.tokens)
     np.savez(os.path.join(workdir, WEIGHTS), **arrays)
     m = config.model
@@ -194,19 +181,22 @@ def load_upstream_model(upstream, corpus, shape, path):
     return model
 
 
+def _upstream_args(bptt=None):
+    """What upstream's ``utils.batchify`` and ``get_batch`` read of
+    main.py's arguments: on the CPU, its window."""
+    return types.SimpleNamespace(cuda=False, bptt=bptt)
+
+
 def upstream_evaluate(model, criterion, utils, source, batch, bptt):
     """main.py's ``evaluate``: the mean loss over ``source`` (batchified
     to ``batch`` columns), ``bptt`` rows a window, as main.py computes
     it (summed window losses over ``len(source)``)."""
 
-    class Args:  # what utils.get_batch reads
-        cuda = False
-
-    Args.bptt = bptt
+    args = _upstream_args(bptt)
     total = 0
     hidden = model.init_hidden(batch)
     for i in range(0, source.size(0) - 1, bptt):
-        data, targets = utils.get_batch(source, i, Args, evaluation=True)
+        data, targets = utils.get_batch(source, i, args, evaluation=True)
         output, hidden = model(data, hidden)
         loss = criterion(
             model.decoder.weight, model.decoder.bias, output, targets
@@ -237,11 +227,8 @@ def measure_upstream(data, split, shape, weights):
     model = load_upstream_model(upmodel, corpus, shape, weights)
     criterion = SplitCrossEntropyLoss(shape["emsize"], splits=[], verbose=False)
 
-    class Args:
-        cuda = False
-
     batch = BATCHES[split]
-    source = utils.batchify(getattr(corpus, split), batch, Args)
+    source = utils.batchify(getattr(corpus, split), batch, _upstream_args())
     t = time.perf_counter()
     nll = upstream_evaluate(
         model, criterion, utils, source, batch, shape["bptt"]
