@@ -329,3 +329,37 @@ def test_the_last_token_is_sampled_without_running_the_model(
     out = loop(prompt, GreedySampler(), max_tokens, 0)
     assert int(out["num_tokens"][0]) == max_tokens
     assert int(counting.read.numpy()) == len(prompt[0]) + max_tokens - 1
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="the traces of TensorFlow's generation loop",
+)
+def test_a_batch_whose_loops_split_gets_its_own_bounded_trace(
+    scorer, monkeypatch
+):
+    """Where the recurrent loops run as row blocks (forced here: two
+    blocks) a batch of two or more gets a trace of its own static batch
+    (its loops split), which samples the tokens of the dynamic trace;
+    a batch of one shares the dynamic one, and the traces kept are
+    bounded."""
+    from keras_rnnlm.generation import loop as loop_module
+    from keras_rnnlm.loops import loop_parts
+
+    texts = PROMPTS + ["w5 w6", "w7", "w2 w3 w4"]
+    plain = GenerationLoop(scorer.inference)
+    expected = plain(_inputs(scorer, texts), RandomSampler(), 6, 11)
+    monkeypatch.setenv(loop_parts.ENV, "2")
+    split = GenerationLoop(scorer.inference)
+    out = split(_inputs(scorer, texts), RandomSampler(), 6, 11)
+    np.testing.assert_array_equal(out["token_ids"], expected["token_ids"])
+    np.testing.assert_allclose(out["log_probs"], expected["log_probs"],
+                               atol=1e-5)  # fmt: skip
+    traces = split._compiled[(RandomSampler(), -1, None)]
+    assert list(traces._traces) == [len(texts)]
+    split(_inputs(scorer, texts[:1]), RandomSampler(), 2, 1)
+    assert list(traces._traces) == [len(texts), None]
+    for batch in range(4, 4 + loop_module.MAX_BATCH_TRACES):
+        split(_inputs(scorer, texts[:batch]), RandomSampler(), 2, 1)
+    assert len(traces._traces) == loop_module.MAX_BATCH_TRACES
+    assert list(traces._traces)[-1] == 3 + loop_module.MAX_BATCH_TRACES

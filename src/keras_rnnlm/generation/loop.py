@@ -46,6 +46,7 @@ from keras import ops
 
 from keras_rnnlm.cache_pointer import mix_log_probs
 from keras_rnnlm.data.sentences import sentence_starts
+from keras_rnnlm.loops.loop_parts import may_split
 
 
 def reset_token_ids(vocab, rule):
@@ -305,6 +306,49 @@ def generate_ids(
     }
 
 
+class BatchTraces:
+    """The TensorFlow generation loop's traces, one a batch size where
+    the recurrent loops run as row blocks, else one for every batch.
+
+    Why: at more than one inter-op thread the recurrent loops of a graph
+    with a static batch run as concurrent row blocks
+    (:func:`~keras_rnnlm.loops.loop_parts.may_split`), each block's step
+    on one core, where the whole batch's step would be one small XLA
+    program split over the intra-op threads, which at two threads is
+    slower than one thread (the mLSTM of ``recipes/mlstm_ptb.py``, batch
+    32). A batch too small to split (and every batch at one thread)
+    shares the trace of a dynamic batch. The traces kept are bounded
+    (:data:`MAX_BATCH_TRACES`, the least recently used dropped), so a
+    long-lived process fed every batch size keeps a bounded memory.
+
+    ``trace(batch)``: the concrete function of that static batch
+    (``None``: dynamic).
+    """
+
+    def __init__(self, trace):
+        self._trace = trace
+        self._traces = {}
+
+    def batch_key(self, batch):
+        """The static batch the trace for ``batch`` rows has, or
+        ``None`` (the dynamic trace)."""
+        return int(batch) if may_split(int(batch)) else None
+
+    def __call__(self, ids, lengths, seed, max_tokens):
+        key = self.batch_key(ids.shape[0])
+        fn = self._traces.pop(key, None)
+        if fn is None:
+            fn = self._trace(key)
+        self._traces[key] = fn  # the most recently used last
+        while len(self._traces) > MAX_BATCH_TRACES:
+            self._traces.pop(next(iter(self._traces)))
+        return fn(ids, lengths, seed, max_tokens)
+
+
+#: Static-batch traces :class:`BatchTraces` keeps at most.
+MAX_BATCH_TRACES = 4
+
+
 def _where_rows(rows, a, b):
     """``a`` where ``rows`` (``(B,)`` bool) else ``b``, for ``(B, ...)``
     tensors."""
@@ -314,9 +358,10 @@ def _where_rows(rows, a, b):
 
 class GenerationLoop:
     """:func:`generate_ids` compiled for one inference graph and run from
-    NumPy: a ``tf.function`` on TensorFlow (one trace for every batch,
-    prompt width, length and seed, the prefill computed in the graph,
-    called as its concrete function), a ``jax.jit`` on JAX (one per
+    NumPy: a ``tf.function`` on TensorFlow (one trace for every prompt
+    width, length and seed, and for every batch except those whose loops
+    run as row blocks, :class:`BatchTraces`; the prefill computed in the
+    graph, called as its concrete function), a ``jax.jit`` on JAX (one per
     shape, length and prefill), one per (sampler, stop token, cache).
 
     Args:
@@ -378,19 +423,22 @@ class GenerationLoop:
                 prefill = prefill_length(prompt_ids, lengths, self.reset_ids)
                 return fn(prompt_ids, lengths, seed, max_tokens, prefill)
 
-            scalar = tf.TensorSpec([], tf.int32)
-            # one trace; called as its concrete function (no argument
-            # binding or signature matching a call)
-            return tf.function(
-                in_graph,
-                input_signature=[
-                    tf.TensorSpec([None, None], tf.int32),
-                    tf.TensorSpec([None], tf.int32),
-                    scalar,
-                    scalar,
-                ],
-                autograph=False,
-            ).get_concrete_function()
+            def trace(batch):
+                scalar = tf.TensorSpec([], tf.int32)
+                # called as its concrete function (no argument binding
+                # or signature matching a call)
+                return tf.function(
+                    in_graph,
+                    input_signature=[
+                        tf.TensorSpec([batch, None], tf.int32),
+                        tf.TensorSpec([batch], tf.int32),
+                        scalar,
+                        scalar,
+                    ],
+                    autograph=False,
+                ).get_concrete_function()
+
+            return BatchTraces(trace)
         compiled = fn
         if backend == "jax":
             import jax  # the JAX backend
