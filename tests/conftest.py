@@ -1,6 +1,8 @@
 """Shared fixtures: a tiny synthetic corpus and a tiny run config."""
 
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -10,6 +12,24 @@ from run_dirs import write_run_dir  # noqa: E402
 from tiny_configs import tiny_run_dict  # noqa: E402
 
 from keras_rnnlm.config import RunConfig  # noqa: E402
+
+
+def pytest_configure(config):
+    """The commands the tests run keep XLA's programs in one directory of
+    this test run (the workers inherit it; removed at the end), not in
+    the user's cache (:mod:`keras_rnnlm._compile_cache`)."""
+    if hasattr(config, "workerinput"):
+        return
+    if "KERAS_RNNLM_COMPILE_CACHE" not in os.environ:
+        path = tempfile.mkdtemp(prefix="keras_rnnlm_test_xla_")
+        os.environ["KERAS_RNNLM_COMPILE_CACHE"] = path
+        config.keras_rnnlm_compile_cache = path
+
+
+def pytest_unconfigure(config):
+    path = getattr(config, "keras_rnnlm_compile_cache", None)
+    if path:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _sentences(rng, n):

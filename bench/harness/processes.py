@@ -32,9 +32,12 @@ def thread_env(threads, interop=0, base=None, **extra):
     default 0: ``threads``, so "1 thread" is one thread and "2 threads"
     are TensorFlow's own choice on a 2-core machine) pools, OpenMP's,
     XLA:CPU's pool under JAX (``PJRT_NPROC``), and the values
-    :func:`bench.harness.torch_side.set_torch_threads` applies; ``extra``
-    variables last."""
+    :func:`bench.harness.torch_side.set_torch_threads` applies; the
+    package's compile cache off (``KERAS_RNNLM_COMPILE_CACHE=off``: every
+    process compiles, as a first run does, whatever an earlier bench
+    left on disk); ``extra`` variables last."""
     env = dict(os.environ if base is None else base)
+    env["KERAS_RNNLM_COMPILE_CACHE"] = "off"
     if threads:
         interop = interop or threads
         env.update(

@@ -11,6 +11,10 @@ traceback is shown. Anything else is a bug and keeps its traceback.
 Training stopped by Ctrl-C or SIGTERM prints one line, where its
 checkpoint is and the command that resumes it (the one the user ran),
 and exits with the signal's status (130, 143).
+
+A command that fails where XLA's compile cache holds damaged program
+files (:mod:`keras_rnnlm._compile_cache`) removes them and says so in one
+line (status 2): the next run compiles them anew.
 """
 
 import errno
@@ -20,6 +24,8 @@ import shlex
 import shutil
 import sys
 
+from keras_rnnlm._compile_cache import ENV as CACHE_ENV
+from keras_rnnlm._compile_cache import remove_damaged_programs
 from keras_rnnlm.callbacks import CheckpointWriteError
 from keras_rnnlm.callbacks import TrainingDivergedError
 from keras_rnnlm.callbacks import TrainingInterrupted
@@ -142,6 +148,18 @@ def run_reporting_errors(command, func, debug=False, prog=None, resume=None):
             raise
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except Exception:
+        removed = [] if debug else remove_damaged_programs()
+        if not removed:
+            raise
+        print(
+            f"{prog}: error: {len(removed)} damaged program file(s) in "
+            f"XLA's compile cache {os.path.dirname(removed[0])} were "
+            f"removed; run the command again ({CACHE_ENV}=off turns the "
+            "cache off)",
+            file=sys.stderr,
+        )
+        return 2
 
 
 def _interrupted_message(prog, e, resume):

@@ -9,10 +9,10 @@ nor this package until a verb runs.
 import importlib
 import sys
 
-from keras_rnnlm._malloc import tune_malloc
 from keras_rnnlm.cli.errors import debug_requested
 from keras_rnnlm.cli.errors import resume_command
 from keras_rnnlm.cli.errors import run_reporting_errors
+from keras_rnnlm.cli.process import prepare_process
 from keras_rnnlm_launcher import build_parser
 from keras_rnnlm_launcher import main
 
@@ -27,10 +27,10 @@ def run_command(args, argv=None):
     """Runs the verb of parsed ``keras-rnnlm`` arguments (parsed from
     ``argv``, default ``sys.argv[1:]``: what an interrupted training
     names to resume); returns its exit status (2 after a user error).
-    First sets glibc's allocator for TensorFlow's compiled loops
-    (:func:`keras_rnnlm._malloc.tune_malloc`: before the first TensorFlow
-    op starts its compute threads)."""
-    tune_malloc()
+    First sets the process up (:func:`keras_rnnlm.cli.process.
+    prepare_process`: glibc's allocator and the compile cache, before
+    the first TensorFlow op)."""
+    prepare_process()
     func = command_function(args.target)
     debug = args.debug or debug_requested([])
     argv = sys.argv[1:] if argv is None else argv

@@ -15,11 +15,11 @@ import os
 import sys
 import textwrap
 
-from keras_rnnlm._malloc import tune_malloc
 from keras_rnnlm.cli.errors import UsageError
 from keras_rnnlm.cli.errors import debug_requested
 from keras_rnnlm.cli.errors import resume_command
 from keras_rnnlm.cli.errors import run_reporting_errors
+from keras_rnnlm.cli.process import prepare_process
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.config import apply_overrides
 from keras_rnnlm.config import given_by
@@ -162,8 +162,9 @@ def recipe_main(presets, default, description=None, argv=None, axes=None):
 
     Returns the exit status (0, or 2 after a user error; 130 or 143 after
     Ctrl-C or SIGTERM). Messages start with the script's name. Training
-    first sets glibc's allocator (:func:`keras_rnnlm._malloc.tune_malloc`;
-    the help's epilog says how to keep glibc's defaults).
+    first sets the process up (:func:`keras_rnnlm.cli.process.
+    prepare_process`: glibc's allocator, whose defaults the help's epilog
+    says how to keep, and the compile cache).
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     axes = dict(axes or {})
@@ -173,7 +174,7 @@ def recipe_main(presets, default, description=None, argv=None, axes=None):
     program = ["python", script or parser.prog]
 
     def run():
-        tune_malloc()
+        prepare_process()
         given = [f for f in axes if hasattr(args, f)]
         if args.preset is not None and given:
             flags = " ".join(f"--{f} {getattr(args, f)}" for f in given)

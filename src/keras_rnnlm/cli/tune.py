@@ -11,7 +11,7 @@ tuner and, on the chief (or a single process), writes ``results.csv``,
 ``results.md`` and a plot into ``--out``.
 ``run_*_search`` return the trial rows (best first; ``[]`` on a
 distributed worker), ``*_search_main`` the exit status; they first set
-glibc's allocator (:func:`keras_rnnlm._malloc.tune_malloc`).
+the process up (:func:`keras_rnnlm.cli.process.prepare_process`).
 """
 
 import argparse
@@ -23,10 +23,10 @@ import textwrap
 import keras_tuner
 from keras_tuner.src.distribute import utils as keras_tuner_distribute
 
-from keras_rnnlm._malloc import tune_malloc
 from keras_rnnlm.cli.errors import debug_requested
 from keras_rnnlm.cli.errors import output_folder
 from keras_rnnlm.cli.errors import run_reporting_errors
+from keras_rnnlm.cli.process import prepare_process
 from keras_rnnlm.layers.multicell_lstm import STRATEGIES
 from keras_rnnlm.recipe import config_from_preset
 from keras_rnnlm.recipe import load_recipe
@@ -505,7 +505,7 @@ def _main(search, argv, *args, **kwargs):
     argv = sys.argv[1:] if argv is None else list(argv)
 
     def run():
-        tune_malloc()
+        prepare_process()
         search(*args, argv=argv, **kwargs)
         return 0
 
