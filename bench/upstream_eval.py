@@ -38,6 +38,14 @@ process, ``--repeats`` interleaved, medians:
 
 Threads: ``--threads N`` (TensorFlow's pools, OpenMP's, torch's); ``--isa
 avx2`` caps both sides (:mod:`bench.harness.isa`).
+
+The package's compile cache (:mod:`keras_rnnlm._compile_cache`):
+``--compile-cache off`` (the default) times a first run, which compiles
+its XLA programs; ``--compile-cache warm`` times a later run of the same
+command, its programs loaded from a cache directory that one untimed run
+of each split filled first (records named
+``awd_lstm_ptb_P_warm_cache_eval_...``, with ``"compile_cache":
+"warm"``).
 """
 
 import json
@@ -89,6 +97,13 @@ def parser():
         help="seconds a Keras process may take before it is stopped",
     )
     add_run_arguments(p, ROOT)
+    p.add_argument(
+        "--compile-cache",
+        choices=["off", "warm"],
+        default="off",
+        help="the Keras command's compile cache: off (a first run) or "
+        "warm (filled by an untimed run first)",
+    )
     p.add_argument("--impls", nargs="+", default=["keras", "upstream"])
     add_output_arguments(p, "upstream_eval.jsonl")
     add_child_argument(p)
@@ -261,6 +276,8 @@ def run_keras(args, work, split, shape, env):
     """``keras-rnnlm evaluate`` in a fresh process: its JSON's figures,
     with the command's wall time and peak RSS."""
     run = os.path.join(work, RUN)
+    if args.compile_cache == "warm":
+        env = {**env, "KERAS_RNNLM_COMPILE_CACHE": os.path.join(work, "xla")}
     cmd = [
         sys.executable,
         "-m",
@@ -311,6 +328,9 @@ def measure_all(args, env, tmp):
     )
     print(f"{args.preset}: {shape['params']:,} parameters", flush=True)
     keys = [(s, impl) for s in args.splits for impl in args.impls]
+    if args.compile_cache == "warm" and "keras" in args.impls:
+        for split in args.splits:  # fills the cache, untimed
+            run_keras(args, tmp, split, shape, env)
 
     def one(key):
         split, impl = key
@@ -347,6 +367,7 @@ def records(args, shape, samples):
         if not runs:
             continue
         batch = BATCHES[split]
+        cache = "_warm_cache" if args.compile_cache == "warm" else ""
         diff = None
         if ref_runs:
             diff = abs(runs[0]["nll"] - ref_runs[0]["nll"])
@@ -365,13 +386,15 @@ def records(args, shape, samples):
             "repeats": len(runs),
             "load_averages": [round(r["load_average"], 2) for r in runs],
             "isa": args.isa,
+            "compile_cache": args.compile_cache,
         }
         for figure, kind, unit, suffix, digits, lower in FIGURES:
             ref = ref_runs and statistics.median(r[figure] for r in ref_runs)
             out.append(
                 record(
                     kind,
-                    f"awd_lstm_ptb_{args.preset}_eval_{split}_b{batch}{suffix}",
+                    f"awd_lstm_ptb_{args.preset}{cache}_eval_{split}_b{batch}"
+                    f"{suffix}",
                     "keras",
                     statistics.median(r[figure] for r in runs),
                     unit,

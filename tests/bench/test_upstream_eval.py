@@ -90,7 +90,9 @@ def _run(tok_s, nll, command_s=10.0, rss=900.0):
 
 
 def test_records_pair_each_keras_figure_with_upstreams():
-    args = types.SimpleNamespace(splits=["valid"], preset="cpu", isa="default")
+    args = types.SimpleNamespace(
+        splits=["valid"], preset="cpu", isa="default", compile_cache="off"
+    )
     shape = {"bptt": 35, "params": 100}
     samples = {
         ("valid", "keras"): [_run(1000.0, 5.0), _run(3000.0, 5.0)],
@@ -107,3 +109,21 @@ def test_records_pair_each_keras_figure_with_upstreams():
         10.0, 8.0, True,
     )  # fmt: skip
     assert recs["awd_lstm_ptb_cpu_eval_valid_b10_peak_rss"]["ratio"] == 2.25
+    assert rate["compile_cache"] == "off"
+
+
+def test_a_warm_cache_run_is_its_own_row():
+    """Runs timed with the compile cache filled are named apart (their
+    own row of the table), and say so."""
+    args = types.SimpleNamespace(
+        splits=["test"], preset="cpu", isa="default", compile_cache="warm"
+    )
+    samples = {("test", "keras"): [_run(1000.0, 5.0)]}
+    recs = upstream_eval.records(args, {"bptt": 35, "params": 1}, samples)
+    names = {r["name"] for r in recs}
+    assert names == {
+        "awd_lstm_ptb_cpu_warm_cache_eval_test_b1",
+        "awd_lstm_ptb_cpu_warm_cache_eval_test_b1_wall",
+        "awd_lstm_ptb_cpu_warm_cache_eval_test_b1_peak_rss",
+    }
+    assert {r["compile_cache"] for r in recs} == {"warm"}
