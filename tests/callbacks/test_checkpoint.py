@@ -16,10 +16,12 @@ from run_dirs import checkpoint_state
 from run_dirs import checkpoint_weights
 from run_dirs import newest_checkpoint
 from run_dirs import run_log
+from tiny_configs import tiny_run_dict
 
 from keras_rnnlm.callbacks.checkpoint import TrainingCheckpoint
 from keras_rnnlm.callbacks.checkpoint import read_checkpoint
 from keras_rnnlm.config import ConfigError
+from keras_rnnlm.config import RunConfig
 from keras_rnnlm.config import apply_overrides
 from keras_rnnlm.runs import RunFileError
 from keras_rnnlm.training import prepare_run
@@ -41,11 +43,33 @@ class _Batches(keras.callbacks.Callback):
         self.per_epoch[self._epoch] += 1
 
 
-def _kill_and_resume(cfg, tmp_path, epoch, batch):
-    """Trains ``cfg`` straight and with a kill; returns both run dirs."""
-    straight = apply_overrides(cfg, [f"train.out_dir={tmp_path / 'straight'}"])
+@pytest.fixture(scope="module")
+def straight_dropout_run(tiny_corpus_dir, tmp_path_factory):
+    """(config, batches per epoch) of the tiny run with dropout 0.3 and
+    checkpoints every 10 batches, trained uninterrupted once for the
+    module's tests that compare a killed run with it."""
+    out = tmp_path_factory.mktemp("straight_dropout") / "straight"
+    straight = RunConfig.from_dict(tiny_run_dict(tiny_corpus_dir, out))
+    straight = apply_overrides(
+        straight, ["model.dropout=0.3", "train.checkpoint_every_steps=10"]
+    )
     full = _Batches()
     train(straight, callbacks=[full])
+    return straight, full.per_epoch
+
+
+def _kill_and_resume(cfg, tmp_path, epoch, batch, straight=None):
+    """Trains ``cfg`` straight (unless ``straight``, the (config, batches
+    per epoch) of that run, is given) and with a kill; returns both run
+    configs and the killed run's checkpoint state."""
+    if straight is None:
+        straight = apply_overrides(
+            cfg, [f"train.out_dir={tmp_path / 'straight'}"]
+        )
+        full = _Batches()
+        train(straight, callbacks=[full])
+        straight = straight, full.per_epoch
+    straight, per_epoch = straight
     killed = apply_overrides(cfg, [f"train.out_dir={tmp_path / 'killed'}"])
     with pytest.raises(Killed):
         train(killed, callbacks=[kill(epoch, batch)])
@@ -60,7 +84,7 @@ def _kill_and_resume(cfg, tmp_path, epoch, batch):
     assert done > 0
     assert rest.per_epoch == {
         e: n - done if e == epoch else n
-        for e, n in full.per_epoch.items()
+        for e, n in per_epoch.items()
         if e >= epoch
     }
     epochs = cfg.train.epochs
@@ -82,14 +106,13 @@ def _assert_same_run(straight, killed, keys):
             )
 
 
-def test_mid_epoch_resume_equals_uninterrupted(tiny_config, tmp_path):
+def test_mid_epoch_resume_equals_uninterrupted(straight_dropout_run, tmp_path):
     """Fixed windows, dropout, stateful carry: killed at batch 23 of epoch
     1 with checkpoints every 10 batches, the run resumes after batch 20."""
-    cfg = apply_overrides(
-        tiny_config,
-        ["model.dropout=0.3", "train.checkpoint_every_steps=10"],
+    cfg = straight_dropout_run[0]
+    straight, killed, partial = _kill_and_resume(
+        cfg, tmp_path, 1, 23, straight=straight_dropout_run
     )
-    straight, killed, partial = _kill_and_resume(cfg, tmp_path, 1, 23)
     assert partial["batches_done"] == 20
     assert partial["stream"]["start"] == 20
     _assert_same_run(straight, killed, ["loss", "ppl", "val_loss"])
@@ -431,21 +454,13 @@ def _mid_epoch_killed(cfg, out, epoch, batch):
 
 
 def test_a_truncated_newest_checkpoint_is_passed_over_in_one_line(
-    tiny_config, tmp_path, capsys
+    straight_dropout_run, tmp_path, capsys
 ):
     """The newest checkpoint's weights truncated: the resume says so in
     one line, starts from the checkpoint before it and ends where the
     uninterrupted run does."""
-    cfg = apply_overrides(tiny_config, ["model.dropout=0.3"])
-    straight = apply_overrides(
-        cfg,
-        [
-            f"train.out_dir={tmp_path / 'straight'}",
-            "train.checkpoint_every_steps=10",
-        ],
-    )
-    full = _Batches()
-    train(straight, callbacks=[full])
+    straight, per_epoch = straight_dropout_run
+    cfg = straight
     killed, (newest, previous, *_) = _mid_epoch_killed(
         cfg, tmp_path / "killed", 1, 23
     )
@@ -462,7 +477,7 @@ def test_a_truncated_newest_checkpoint_is_passed_over_in_one_line(
         f"the {size} that manifest.json records (a truncated or replaced "
         f"file); using {previous}\n"
     )
-    assert rest.per_epoch == {1: full.per_epoch[1] - 10}
+    assert rest.per_epoch == {1: per_epoch[1] - 10}
     _assert_same_run(straight, killed, ["loss", "ppl", "val_loss"])
 
 
