@@ -166,7 +166,7 @@ class CacheEvaluator:
 
     def load_weights(self, path):
         """Loads a ``.weights.h5`` of the run's model (any batch size)."""
-        load_weights_file(self.model, self.model_config, self.vocab_size, path)
+        load_weights_file(self.model, path)
 
     def _forward(self, x, y, reset=None):
         """Keys and ln p_vocab(target) of a segment (``reset``: its reset

@@ -629,7 +629,7 @@ class DynamicEvaluator:
     def load_weights(self, path):
         """Loads trained weights (a ``.weights.h5`` of the run's model, any
         batch size; optimizer variables in the file are ignored)."""
-        load_weights_file(self.model, self.model_config, self.vocab_size, path)
+        load_weights_file(self.model, path)
 
     def set_weights_from(self, model):
         """Copies the trainable weights of an equivalent model."""

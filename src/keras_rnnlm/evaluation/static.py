@@ -204,8 +204,8 @@ class Evaluator:
         """Loads weights saved by ``save_weights`` of an equivalent model.
 
         The file of a compiled training model also holds its optimizer's
-        variables; they are read into an uncompiled twin and only the
-        model weights are copied (no optimizer mismatch warning). Weights
+        variables; they are skipped
+        (:func:`~keras_rnnlm.models.weights.load_weights_file`). Weights
         of another model are a :class:`~keras_rnnlm.runs.RunFileError`
         saying which of the run ``run_dir``'s files disagrees with them
         (:func:`weights_mismatch`).
@@ -213,9 +213,7 @@ class Evaluator:
         with explained_mismatch(
             path, self.model_config, self.vocab_size, run_dir
         ):
-            load_weights_file(
-                self.model, self.model_config, self.vocab_size, path
-            )
+            load_weights_file(self.model, path)
 
     def batches(self, ids):
         """The windowed stream of ``ids``: an

@@ -3,7 +3,6 @@ them."""
 
 import keras
 
-from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.context import copy_context_data
 from keras_rnnlm.models.context import idf_layers
 from keras_rnnlm.models.samplers import model_samplers
@@ -35,14 +34,15 @@ def copy_weights(source, target):
     copy_context_data(source, target)
 
 
-def load_weights_file(model, model_config, vocab_size, path):
-    """Loads a ``.weights.h5`` saved by a model of ``model_config`` (any
-    batch size, compiled or not) into ``model``: the file is read into an
-    uncompiled twin and only the model weights are copied, so optimizer
-    variables in the file are ignored without a mismatch warning."""
-    twin = build_language_model(model_config, vocab_size, 1)
-    twin.load_weights(path, skip_mismatch=False)
-    copy_weights(twin, model)
+def load_weights_file(model, path):
+    """Loads a ``.weights.h5`` saved by a model of ``model``'s config (any
+    batch size, compiled or not) into ``model``: its layers' variables
+    only; optimizer variables in the file, and ``model``'s own optimizer,
+    are skipped without a mismatch warning. Read straight into
+    ``model`` (no twin model: the weights are in memory once)."""
+    optimizer = getattr(model, "optimizer", None)
+    skip = [optimizer] if optimizer is not None else None
+    model.load_weights(path, objects_to_skip=skip)
 
 
 def model_parameters(model):
