@@ -117,3 +117,15 @@ def shared_tiny_run(tmp_path_factory, corpus_dir):
 @pytest.fixture(scope="session")
 def tiny_run(tiny_corpus_dir, tmp_path_factory):
     return shared_tiny_run(tmp_path_factory, tiny_corpus_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_export(tiny_run, tmp_path_factory):
+    """(run_dir, the default SavedModel export of the shared tiny run, laid
+    out as ``tiny_lm/1``), exported once per session (the export and
+    serving tests share it; they read it, or copy it to change it)."""
+    from keras_rnnlm.export import export_saved_model
+
+    path = tmp_path_factory.mktemp("tiny_export") / "tiny_lm" / "1"
+    export_saved_model(tiny_run, str(path))
+    return tiny_run, str(path)

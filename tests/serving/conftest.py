@@ -5,13 +5,14 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def served_base(tiny_run, tmp_path_factory):
-    """(run_dir, MODEL_BASE_DIR holding version 1 of the tiny run)."""
-    from keras_rnnlm.export import export_saved_model
+def served_base(tiny_export):
+    """(run_dir, MODEL_BASE_DIR holding version 1 of the tiny run): the
+    session's ``tiny_export`` (tests/conftest.py), shared with the export
+    tests (a test that changes the versions copies it)."""
+    import os
 
-    base = tmp_path_factory.mktemp("serving") / "tiny_lm"
-    export_saved_model(tiny_run, str(base / "1"))
-    return tiny_run, str(base)
+    run_dir, path = tiny_export
+    return run_dir, os.path.dirname(path)
 
 
 @pytest.fixture(scope="session")
