@@ -1,6 +1,7 @@
 """Dynamic evaluation (keras_rnnlm.evaluation.dynamic)."""
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -32,36 +33,43 @@ TINY = ModelConfig(
 TINY_GENERIC = dataclasses.replace(TINY, cell_kwargs={"fused": False})
 
 
+def _nll_sum(logits, y):
+    logp = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    picked = ops.take_along_axis(logp, ops.expand_dims(y, -1), axis=-1)
+    return -ops.sum(picked)
+
+
+@functools.lru_cache(maxsize=4)
+def _jax_value_and_grad(model):
+    """JAX: the jitted value and gradient of ``model``'s mean token NLL
+    (one compilation per model and window shape, not an op-by-op pass per
+    window)."""
+    import jax
+
+    def f(tv, ntv, x, y):
+        logits, new_ntv = model.stateless_call(tv, ntv, x, training=False)
+        s = _nll_sum(logits, y)
+        return s / float(np.prod(y.shape)), (s, new_ntv)
+
+    return jax.jit(jax.value_and_grad(f, has_aux=True))
+
+
 def _reference_grad(model, x, y):
     """(sum of token NLLs, gradients of their mean) of one window of a
     stateful model (the state is carried), computed with the backend's
     autodiff directly and log_softmax, independently of the evaluator."""
-
-    def nll_sum(logits):
-        logp = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
-        picked = ops.take_along_axis(logp, ops.expand_dims(y, -1), axis=-1)
-        return -ops.sum(picked)
-
     n = float(np.size(y))
     if keras.backend.backend() == "jax":
-        import jax
-
         tv = [v.value for v in model.trainable_variables]
         ntv = [v.value for v in model.non_trainable_variables]
-
-        def f(tv):
-            logits, new_ntv = model.stateless_call(tv, ntv, x, training=False)
-            s = nll_sum(logits)
-            return s / n, (s, new_ntv)
-
-        (_, (s, new_ntv)), grads = jax.value_and_grad(f, has_aux=True)(tv)
+        (_, (s, new_ntv)), grads = _jax_value_and_grad(model)(tv, ntv, x, y)
         for v, value in zip(model.non_trainable_variables, new_ntv):
             v.assign(value)
     else:
         import tensorflow as tf
 
         with tf.GradientTape() as tape:
-            s = nll_sum(model(x, training=False))
+            s = _nll_sum(model(x, training=False), y)
             loss = s / n
         grads = tape.gradient(loss, model.trainable_variables)
         grads = [tf.convert_to_tensor(g) for g in grads]
