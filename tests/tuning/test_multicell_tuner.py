@@ -20,7 +20,7 @@ def _tiny_overrides(corpus_dir):
 
 def test_tuner_end_to_end_writes_table_and_plot(tiny_corpus_dir, tmp_path):
     out = tmp_path / "tune"
-    argv = ["--max-trials", "2", "--epochs", "2", "--out", str(out)]
+    argv = ["--max-trials", "2", "--epochs", "1", "--out", str(out)]
     argv += ["--cells", "2", "3", "--strategies", "max", "min_max"]
     for item in _tiny_overrides(tiny_corpus_dir):
         argv += ["--set", item]
