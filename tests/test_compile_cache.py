@@ -7,21 +7,10 @@ import json
 import os
 
 import pytest
+from user_process import ENTRIES
 from user_process import run_as_user
 
 from keras_rnnlm import _compile_cache
-
-RECIPE = os.path.join(
-    os.path.dirname(__file__), "..", "recipes", "zaremba_ptb.py"
-)
-
-ENTRIES = {
-    "import": "import keras_rnnlm",
-    "keras-rnnlm": (
-        "from keras_rnnlm_launcher import main\n"
-        f"main(['train', {RECIPE!r}, '--print-config'])"
-    ),
-}
 
 # ENTRY, then one XLA-compiled function; the last line: the cache's
 # state, its directory, the result and TF_XLA_FLAGS.

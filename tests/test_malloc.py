@@ -3,11 +3,11 @@ one arena a core, and nothing else, unless the user chose otherwise;
 ``import keras_rnnlm`` alone leaves it as it is
 (:mod:`keras_rnnlm._malloc`)."""
 
-import os
 import platform
 import sys
 
 import pytest
+from user_process import ENTRIES
 from user_process import run_as_user
 
 from keras_rnnlm import _malloc
@@ -16,29 +16,6 @@ glibc_only = pytest.mark.skipif(
     not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
     reason="mallopt is glibc's",
 )
-
-RECIPE = os.path.join(
-    os.path.dirname(__file__), "..", "recipes", "zaremba_ptb.py"
-)
-
-# How the process starts (ENTRY below): the package imported alone, or a
-# command that runs (``--print-config``: it resolves the config and
-# returns without training).
-ENTRIES = {
-    "import": "import keras_rnnlm",
-    "keras-rnnlm": (
-        "from keras_rnnlm_launcher import main\n"
-        f"main(['train', {RECIPE!r}, '--print-config'])"
-    ),
-    "recipe": (
-        "import runpy, sys\n"
-        f"sys.argv = [{RECIPE!r}, '--print-config']\n"
-        "try:\n"
-        f"    runpy.run_path({RECIPE!r}, run_name='__main__')\n"
-        "except SystemExit:\n"
-        "    pass"
-    ),
-}
 
 # A fresh process: ENTRY, then a TensorFlow op, then free 50 MB of 64 KiB
 # blocks (below glibc's mmap threshold, so from the heap) and let eight

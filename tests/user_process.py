@@ -56,3 +56,25 @@ def run_without_tensorflow(args, tmp_path, timeout=240, **env):
     runner.write_text(_WITHOUT_TF)
     env = {"KERAS_BACKEND": "jax", "PYTHONPATH": REPO, **env}
     return run_as_user([str(runner), *args], timeout=timeout, **env)
+
+
+RECIPE = os.path.join(REPO, "recipes", "zaremba_ptb.py")
+
+# How a process starts, as code to run first: the package imported alone,
+# or a command that runs (``--print-config``: it resolves the config and
+# returns without training), through ``keras-rnnlm`` or a recipe script.
+ENTRIES = {
+    "import": "import keras_rnnlm",
+    "keras-rnnlm": (
+        "from keras_rnnlm_launcher import main\n"
+        f"main(['train', {RECIPE!r}, '--print-config'])"
+    ),
+    "recipe": (
+        "import runpy, sys\n"
+        f"sys.argv = [{RECIPE!r}, '--print-config']\n"
+        "try:\n"
+        f"    runpy.run_path({RECIPE!r}, run_name='__main__')\n"
+        "except SystemExit:\n"
+        "    pass"
+    ),
+}
