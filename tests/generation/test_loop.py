@@ -355,11 +355,28 @@ def test_a_batch_whose_loops_split_gets_its_own_bounded_trace(
     np.testing.assert_array_equal(out["token_ids"], expected["token_ids"])
     np.testing.assert_allclose(out["log_probs"], expected["log_probs"],
                                atol=1e-5)  # fmt: skip
-    traces = split._compiled[(RandomSampler(), -1, None)]
-    assert list(traces._traces) == [len(texts)]
+    traces = split._compiled.get((RandomSampler(), -1, None)).traces
+    assert traces.keys() == [len(texts)]
     split(_inputs(scorer, texts[:1]), RandomSampler(), 2, 1)
-    assert list(traces._traces) == [len(texts), None]
+    assert traces.keys() == [len(texts), None]
     for batch in range(4, 4 + loop_module.MAX_BATCH_TRACES):
         split(_inputs(scorer, texts[:batch]), RandomSampler(), 2, 1)
-    assert len(traces._traces) == loop_module.MAX_BATCH_TRACES
-    assert list(traces._traces)[-1] == 3 + loop_module.MAX_BATCH_TRACES
+    assert len(traces) == loop_module.MAX_BATCH_TRACES
+    assert traces.keys()[-1] == 3 + loop_module.MAX_BATCH_TRACES
+
+
+def test_the_loops_kept_for_sampler_settings_are_bounded(scorer):
+    """A long-lived process generating with ever new sampler settings
+    (a temperature a request) keeps a bounded number of compiled loops,
+    the most recently used; a dropped one is compiled again when asked."""
+    from keras_rnnlm.generation import loop as loop_module
+
+    loop = GenerationLoop(scorer.inference)
+    prompt = _inputs(scorer, ["w3 w4"])
+    first = loop(prompt, RandomSampler(temperature=0.5), 2, 1)
+    for i in range(loop_module.MAX_LOOPS + 3):
+        loop(prompt, RandomSampler(temperature=1.0 + i), 2, 1)
+    assert len(loop._compiled) == loop_module.MAX_LOOPS
+    again = loop(prompt, RandomSampler(temperature=0.5), 2, 1)
+    np.testing.assert_array_equal(again["token_ids"], first["token_ids"])
+    assert len(loop._compiled) == loop_module.MAX_LOOPS

@@ -306,6 +306,34 @@ def generate_ids(
     }
 
 
+class RecentlyUsed:
+    """Values made on demand by ``make(key)``, at most ``size`` of them
+    kept: the least recently used is dropped (and made again if asked
+    for), so a long-lived process asking for ever new keys keeps a
+    bounded memory."""
+
+    def __init__(self, make, size):
+        self._make = make
+        self._size = size
+        self._values = {}  # in order of use, the most recent last
+
+    def get(self, key):
+        value = self._values.pop(key, None)
+        if value is None:
+            value = self._make(key)
+        self._values[key] = value
+        while len(self._values) > self._size:
+            self._values.pop(next(iter(self._values)))
+        return value
+
+    def keys(self):
+        """The keys kept, the most recently used last."""
+        return list(self._values)
+
+    def __len__(self):
+        return len(self._values)
+
+
 class BatchTraces:
     """The TensorFlow generation loop's traces, one a batch size where
     the recurrent loops run as row blocks, else one for every batch.
@@ -317,17 +345,15 @@ class BatchTraces:
     program split over the intra-op threads, which at two threads is
     slower than one thread (the mLSTM of ``recipes/mlstm_ptb.py``, batch
     32). A batch too small to split (and every batch at one thread)
-    shares the trace of a dynamic batch. The traces kept are bounded
-    (:data:`MAX_BATCH_TRACES`, the least recently used dropped), so a
-    long-lived process fed every batch size keeps a bounded memory.
+    shares the trace of a dynamic batch. At most
+    :data:`MAX_BATCH_TRACES` traces are kept (:class:`RecentlyUsed`).
 
     ``trace(batch)``: the concrete function of that static batch
     (``None``: dynamic).
     """
 
     def __init__(self, trace):
-        self._trace = trace
-        self._traces = {}
+        self.traces = RecentlyUsed(trace, MAX_BATCH_TRACES)
 
     def batch_key(self, batch):
         """The static batch the trace for ``batch`` rows has, or
@@ -335,18 +361,16 @@ class BatchTraces:
         return int(batch) if may_split(int(batch)) else None
 
     def __call__(self, ids, lengths, seed, max_tokens):
-        key = self.batch_key(ids.shape[0])
-        fn = self._traces.pop(key, None)
-        if fn is None:
-            fn = self._trace(key)
-        self._traces[key] = fn  # the most recently used last
-        while len(self._traces) > MAX_BATCH_TRACES:
-            self._traces.pop(next(iter(self._traces)))
+        fn = self.traces.get(self.batch_key(ids.shape[0]))
         return fn(ids, lengths, seed, max_tokens)
 
 
-#: Static-batch traces :class:`BatchTraces` keeps at most.
+#: Traces a :class:`BatchTraces` keeps at most (the dynamic one among
+#: them).
 MAX_BATCH_TRACES = 4
+#: Compiled loops (one per sampler, stop token and cache) a
+#: :class:`GenerationLoop` keeps at most.
+MAX_LOOPS = 8
 
 
 def _where_rows(rows, a, b):
@@ -362,7 +386,8 @@ class GenerationLoop:
     width, length and seed, and for every batch except those whose loops
     run as row blocks, :class:`BatchTraces`; the prefill computed in the
     graph, called as its concrete function), a ``jax.jit`` on JAX (one per
-    shape, length and prefill), one per (sampler, stop token, cache).
+    shape, length and prefill), one per (sampler, stop token, cache), the
+    :data:`MAX_LOOPS` most recently used kept.
 
     Args:
         inference: the :class:`~keras_rnnlm.scoring.InferenceModel`.
@@ -373,7 +398,9 @@ class GenerationLoop:
     def __init__(self, inference, reset_ids=()):
         self.inference = inference
         self.reset_ids = [int(i) for i in reset_ids]
-        self._compiled = {}
+        self._compiled = RecentlyUsed(
+            lambda key: self._compile(*key), MAX_LOOPS
+        )
 
     def __call__(self, prompts, sampler, max_tokens, seed, stop_id=-1,
                  cache=None):  # fmt: skip
@@ -391,12 +418,7 @@ class GenerationLoop:
         return {k: ops.convert_to_numpy(v) for k, v in out.items()}
 
     def _function(self, sampler, stop_id, cache):
-        key = (sampler, stop_id, cache)
-        fn = self._compiled.get(key)
-        if fn is None:
-            fn = self._compile(sampler, stop_id, cache)
-            self._compiled[key] = fn
-        return fn
+        return self._compiled.get((sampler, stop_id, cache))
 
     def _compile(self, sampler, stop_id, cache):
         def fn(prompt_ids, lengths, seed, max_tokens, prefill):
