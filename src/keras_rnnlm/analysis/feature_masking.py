@@ -141,7 +141,8 @@ class FeatureMaskingEvaluator:
         return len(self.masks)
 
     def load_weights(self, path):
-        self.evaluator.load_weights(path)
+        """The run's weights; the masks are this model's own."""
+        self.evaluator.load_weights(path, skip=self.masks)
 
     def layer_mask(self, i, p, run):
         """Run ``run``'s mask of layer ``i`` (0-based) at probability p."""

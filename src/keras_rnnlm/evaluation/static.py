@@ -21,6 +21,7 @@ import math
 import os
 import tempfile
 import time
+import warnings
 
 import keras
 from keras import backend
@@ -200,8 +201,10 @@ class Evaluator:
             ),
         )
 
-    def load_weights(self, path, run_dir=None):
-        """Loads weights saved by ``save_weights`` of an equivalent model.
+    def load_weights(self, path, run_dir=None, skip=()):
+        """Loads weights saved by ``save_weights`` of an equivalent model
+        (``skip``: layers of this model the file does not hold, see
+        :func:`~keras_rnnlm.models.weights.load_weights_file`).
 
         The file of a compiled training model also holds its optimizer's
         variables; they are skipped
@@ -213,7 +216,7 @@ class Evaluator:
         with explained_mismatch(
             path, self.model_config, self.vocab_size, run_dir
         ):
-            load_weights_file(self.model, path)
+            load_weights_file(self.model, path, skip)
 
     def batches(self, ids):
         """The windowed stream of ``ids``: an
@@ -444,14 +447,22 @@ def explained_mismatch(path, model_config, vocab_size, run_dir=None):
     """Turns the ValueError of loading the weights file ``path`` into a
     model of ``model_config`` into the one-line
     :class:`~keras_rnnlm.runs.RunFileError` of :func:`weights_mismatch`
-    (the error itself when the variables' shapes agree)."""
-    try:
-        yield
-    except ValueError as e:
-        message = weights_mismatch(path, model_config, vocab_size, run_dir)
-        if message is None:
-            raise
-        raise RunFileError(message) from e
+    (the error itself when the variables' shapes agree).
+
+    The warnings of a load that fails are dropped (Keras's loader warns of
+    each layer it could not match before it raises: the error says it in
+    one line); those of a load that succeeds are warned again after it."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        try:
+            yield
+        except ValueError as e:
+            message = weights_mismatch(path, model_config, vocab_size, run_dir)
+            if message is None:
+                raise
+            raise RunFileError(message) from e
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def weights_mismatch(path, model_config, vocab_size, run_dir=None):

@@ -34,15 +34,19 @@ def copy_weights(source, target):
     copy_context_data(source, target)
 
 
-def load_weights_file(model, path):
+def load_weights_file(model, path, skip=()):
     """Loads a ``.weights.h5`` saved by a model of ``model``'s config (any
     batch size, compiled or not) into ``model``: its layers' variables
     only; optimizer variables in the file, and ``model``'s own optimizer,
     are skipped without a mismatch warning. Read straight into
-    ``model`` (no twin model: the weights are in memory once)."""
+    ``model`` (no twin model: the weights are in memory once).
+
+    ``skip``: layers ``model`` has on top of its config's (an analysis's
+    own layers, e.g. feature masks), which the file does not hold and
+    which keep their own variables."""
     optimizer = getattr(model, "optimizer", None)
-    skip = [optimizer] if optimizer is not None else None
-    model.load_weights(path, objects_to_skip=skip)
+    objects = list(skip) + ([optimizer] if optimizer is not None else [])
+    model.load_weights(path, objects_to_skip=objects or None)
 
 
 def model_parameters(model):
