@@ -365,12 +365,15 @@ def test_a_batch_whose_loops_split_gets_its_own_bounded_trace(
     assert traces.keys()[-1] == 3 + loop_module.MAX_BATCH_TRACES
 
 
-def test_the_loops_kept_for_sampler_settings_are_bounded(scorer):
+def test_the_loops_kept_for_sampler_settings_are_bounded(scorer, monkeypatch):
     """A long-lived process generating with ever new sampler settings
     (a temperature a request) keeps a bounded number of compiled loops,
-    the most recently used; a dropped one is compiled again when asked."""
+    the most recently used; a dropped one is compiled again when asked
+    (the bound lowered to 3 here: each setting compiles a loop)."""
     from keras_rnnlm.generation import loop as loop_module
 
+    assert loop_module.MAX_LOOPS == 8
+    monkeypatch.setattr(loop_module, "MAX_LOOPS", 3)
     loop = GenerationLoop(scorer.inference)
     prompt = _inputs(scorer, ["w3 w4"])
     first = loop(prompt, RandomSampler(temperature=0.5), 2, 1)
