@@ -6,10 +6,12 @@ name``, the one ``lscpu`` prints), ``isa`` (the vector extensions of
 knobs of the environment that cap what the frameworks may use, when one
 does: :func:`isa_cap`), ``cores`` (those this process may use) and
 ``versions`` (TensorFlow, Keras, JAX, torch: those installed, read from
-their distributions without importing them).
+their distributions without importing them), and ``cpu_idle`` (how an
+idle CPU waits: :func:`idle_facts`) where Linux says.
 ``bench/make_results.py`` groups figures by CPU class (:func:`device_class`:
-the model, the widest ISA, the cap when capped, the cores) and never
-compares two classes' figures.
+the model, the widest ISA, the cap when capped, the cores, and a virtual
+machine's guest halt polling when it polls) and never compares two
+classes' figures.
 """
 
 import importlib.metadata
@@ -96,6 +98,52 @@ LIBRARIES = (
     ("jaxlib", ("jaxlib",)),
     ("torch", ("torch",)),
 )
+
+
+#: Linux's idle-CPU driver, and the guest halt polling of KVM's
+#: ``haltpoll`` driver (nanoseconds an idle virtual CPU polls for work
+#: before it halts; 0: it halts at once).
+CPUIDLE_DRIVER = "devices/system/cpu/cpuidle/current_driver"
+GUEST_HALT_POLL = "module/haltpoll/parameters/guest_halt_poll_ns"
+
+
+def idle_facts(sysfs="/sys"):
+    """How this machine's idle CPUs wait, as a record gives it:
+    ``{"driver": ..., "guest_halt_poll_ns": ...}`` (those Linux's
+    ``sysfs`` has; ``{}`` elsewhere).
+
+    Why a record names it: in a KVM guest whose ``haltpoll`` driver does
+    not poll (``guest_halt_poll_ns`` 0, as a Firecracker VM's kernel
+    command line may set it), an idle virtual CPU halts at once, and
+    handing work to a thread on it waits for the host to wake it. A
+    program that hands many small operations between two threads (a
+    small model's generation step on TensorFlow's two inter-op threads)
+    then runs at the speed of whichever wait the host's scheduling gives
+    it; with the kernel's default polling (200,000 ns) it does not. So a
+    figure taken with polling is a machine of its own
+    (:func:`device_class`).
+    """
+    out = {}
+    for key, path, kind in (
+        ("driver", CPUIDLE_DRIVER, str),
+        ("guest_halt_poll_ns", GUEST_HALT_POLL, int),
+    ):
+        try:
+            with open(os.path.join(sysfs, path)) as f:
+                out[key] = kind(f.read().strip())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def idle_label(rec):
+    """The part of a record's class its ``cpu_idle`` adds: ``guest halt
+    polling N us`` where an idle virtual CPU polled; ``None`` where it
+    did not, or the record does not say."""
+    ns = (rec.get("cpu_idle") or {}).get("guest_halt_poll_ns")
+    if not ns:
+        return None
+    return f"guest halt polling {ns / 1000:g} us"
 
 
 def isa_of(flags):
@@ -228,7 +276,9 @@ def machine(environ=None):
     """This machine's CPU in words: ``CPU <model>, <ISA>, <n> cores``
     (the ISA as :func:`isa_label` gives it, capped as ``environ`` caps
     it: :func:`cpu_facts`)."""
-    return device_class({"device": "CPU", **cpu_facts(environ)})
+    return device_class(
+        {"device": "CPU", **cpu_facts(environ), "cpu_idle": idle_facts()}
+    )
 
 
 def git_commit():
@@ -266,7 +316,9 @@ def device_class(rec):
     if rec.get("cpu_model") and isinstance(rec.get("isa"), list):
         isa = isa_label(rec["isa"], rec.get("isa_cap"))
         cores = rec.get("cores", "?")
-        return f"CPU {rec['cpu_model']}, {isa}, {cores} cores"
+        idle = idle_label(rec)
+        idle = f", {idle}" if idle else ""
+        return f"CPU {rec['cpu_model']}, {isa}, {cores} cores{idle}"
     if isinstance(cpu, dict) and cpu.get("model"):
         # keras_rnnlm's run environment: {"model", "isa": [flags], "cores"},
         # its knobs in the environment's "env"
@@ -285,4 +337,6 @@ def device_class(rec):
 
 def this_class():
     """:func:`device_class` of this machine's CPU."""
-    return device_class({"device": machine(), **cpu_facts()})
+    return device_class(
+        {"device": machine(), **cpu_facts(), "cpu_idle": idle_facts()}
+    )

@@ -23,6 +23,7 @@ import sys
 from bench.harness.machine import THREAD_VARIABLES
 from bench.harness.machine import cpu_facts
 from bench.harness.machine import git_commit
+from bench.harness.machine import idle_facts
 from bench.harness.machine import machine
 from bench.harness.machine import thread_settings
 from bench.harness.machine import versions
@@ -75,6 +76,8 @@ def record_fields(module, argv=None, device=None, environ=None, **extra):
     ``isa_cap`` when capped, ``cores``: the host's on a GPU too; the cap
     and the thread variables of ``environ``, the environment the measured
     processes ran with, default this process's),
+    ``cpu_idle`` (how idle CPUs wait, where Linux says:
+    :func:`~bench.harness.machine.idle_facts`),
     ``threads`` (unless ``extra`` gives it: ``--threads N`` of the
     command, else the environment's, else ``default``), ``thread_env``
     (the thread variables set, if any), ``versions`` (TensorFlow, Keras,
@@ -84,9 +87,11 @@ def record_fields(module, argv=None, device=None, environ=None, **extra):
     args = sys.argv[1:] if argv is None else list(argv)
     environ = os.environ if environ is None else environ
     env = {k: environ[k] for k in THREAD_VARIABLES if k in environ}
+    idle = idle_facts()
     return {
         "device": device or machine(environ),
         **cpu_facts(environ),
+        **({"cpu_idle": idle} if idle else {}),
         "threads": thread_settings(args, environ),
         **({"thread_env": env} if env else {}),
         "versions": versions(),

@@ -144,3 +144,53 @@ def test_record_fields_of_the_environment_the_children_ran_with():
     assert fields["threads"] == "default"
     plain = record_fields("bench.x", [], environ={})
     assert "isa_cap" not in plain and "thread_env" not in plain
+
+
+def _sysfs(tmp_path, driver=None, poll=None):
+    if driver is not None:
+        path = tmp_path / machine.CPUIDLE_DRIVER
+        path.parent.mkdir(parents=True)
+        path.write_text(driver + "\n")
+    if poll is not None:
+        path = tmp_path / machine.GUEST_HALT_POLL
+        path.parent.mkdir(parents=True)
+        path.write_text(poll + "\n")
+    return str(tmp_path)
+
+
+def test_idle_facts_read_from_sysfs(tmp_path):
+    root = _sysfs(tmp_path / "vm", "haltpoll", "0")
+    assert machine.idle_facts(root) == {
+        "driver": "haltpoll",
+        "guest_halt_poll_ns": 0,
+    }
+    bare = _sysfs(tmp_path / "bare", "intel_idle")
+    assert machine.idle_facts(bare) == {"driver": "intel_idle"}
+    assert machine.idle_facts(str(tmp_path / "none")) == {}
+    odd = _sysfs(tmp_path / "odd", "haltpoll", "lots")
+    assert machine.idle_facts(odd) == {"driver": "haltpoll"}
+
+
+def test_guest_halt_polling_is_a_class_of_its_own():
+    """A figure taken where idle virtual CPUs poll is not compared with
+    one where they halt at once (or where the record does not say)."""
+    rec = {"device": "CPU", "cpu_model": "AMD EPYC", "isa": AVX512}
+    rec["cores"] = 2
+    halts = dict(rec, cpu_idle={"driver": "haltpoll", "guest_halt_poll_ns": 0})
+    polls = dict(
+        rec, cpu_idle={"driver": "haltpoll", "guest_halt_poll_ns": 200000}
+    )
+    assert machine.device_class(halts) == machine.device_class(rec)
+    assert machine.device_class(rec) == "CPU AMD EPYC, AVX-512, 2 cores"
+    assert machine.device_class(polls) == (
+        "CPU AMD EPYC, AVX-512, 2 cores, guest halt polling 200 us"
+    )
+
+
+def test_record_fields_name_how_idle_cpus_wait(monkeypatch):
+    idle = {"driver": "haltpoll", "guest_halt_poll_ns": 200000}
+    monkeypatch.setattr("bench.harness.records.idle_facts", lambda: idle)
+    fields = record_fields("bench.x", [], environ={})
+    assert fields["cpu_idle"] == idle
+    monkeypatch.setattr("bench.harness.records.idle_facts", dict)
+    assert "cpu_idle" not in record_fields("bench.x", [], environ={})
