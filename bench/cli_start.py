@@ -1,8 +1,16 @@
-"""How long the command line takes to answer ``--help``, and ``import
-keras_rnnlm``: wall time of fresh processes, the median of ``--repeats``.
+"""How long the command line takes to answer ``--help``, ``import
+keras_rnnlm``, and a short command that runs (``keras-rnnlm score`` of one
+sentence): wall time of fresh processes, from start to exit, the median
+of ``--repeats``.
 
     python -m bench.cli_start                      # this checkout
     python -m bench.cli_start --baseline c5d8e1d   # and a commit, interleaved
+
+``keras-rnnlm score RUN FILE`` scores one sentence with an untrained run
+of ``recipes/awd_lstm_ptb.py``'s ``cpu`` preset (written once, into a
+temporary folder, by this checkout; it needs the PTB corpus under
+``KERAS_RNNLM_DATA``, and is left out without it): TensorFlow's import,
+the run's load, one compiled call and the process's shut-down.
 
 Each command runs in a fresh Python process with the checkout's ``src``
 first on ``PYTHONPATH``. ``keras-rnnlm ARGS`` is run as its console script
@@ -42,7 +50,14 @@ COMMANDS = (
     ("cli_train_help", "keras-rnnlm train --help", ("cli", "train", "--help")),
     ("cli_score_help", "keras-rnnlm score --help", ("cli", "score", "--help")),
     ("import_keras_rnnlm", 'python -c "import keras_rnnlm"', ("import",)),
+    (
+        "cli_score_sentence",
+        "keras-rnnlm score RUN FILE (one sentence)",
+        ("cli", "score", "{run}", "{text}"),
+    ),
 )
+#: The sentence ``keras-rnnlm score`` scores.
+SENTENCE = "the company said it expects to report a loss for the quarter\n"
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",
     "TF_NUM_INTRAOP_THREADS",
@@ -79,13 +94,43 @@ def entry_point(tree):
     return m.groups()
 
 
-def argv_of(how, tree):
-    """The ``python`` arguments of a command (see :data:`COMMANDS`)."""
+def argv_of(how, tree, files=None):
+    """The ``python`` arguments of a command (see :data:`COMMANDS`), its
+    ``{run}`` and ``{text}`` from ``files``."""
     if how[0] == "import":
         return ["-c", "import keras_rnnlm"]
     module, func = entry_point(tree)
     code = f"import sys; from {module} import {func}; sys.exit({func}())"
-    return ["-c", code, *how[1:]]
+    args = [a.format(**files) if files else a for a in how[1:]]
+    return ["-c", code, *args]
+
+
+def prepare_files(folder):
+    """``{"run": RUN, "text": FILE}`` for the scoring command (an
+    untrained ``cpu`` run and one sentence), or ``None`` without the PTB
+    corpus."""
+    data = os.environ.get("KERAS_RNNLM_DATA", "")
+    if not os.path.isdir(os.path.join(data, "ptb")):
+        return None
+    run = os.path.join(folder, "run")
+    recipe = os.path.join(ROOT, "recipes", "awd_lstm_ptb.py")
+    code = (
+        "from bench.harness.run_dirs import write_untrained_run; "
+        f"write_untrained_run({recipe!r}, 'cpu', {run!r})"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+    text = os.path.join(folder, "sentence.txt")
+    with open(text, "w") as f:
+        f.write(SENTENCE)
+    return {"run": run, "text": text}
+
+
+def commands(files):
+    """:data:`COMMANDS`, those that need ``files`` left out without
+    them."""
+    return [
+        c for c in COMMANDS if files or not any("{" in a for a in c[2])
+    ]
 
 
 def time_once(argv, tree):
@@ -104,14 +149,14 @@ def time_once(argv, tree):
     return seconds
 
 
-def measure(trees, repeats):
+def measure(trees, repeats, files=None):
     """``{(tree, name): [seconds, ...]}``, the trees alternating within
     each repeat (one warm-up pass of every command first, untimed)."""
     samples = {}
     for rep in range(repeats + 1):
-        for name, _, how in COMMANDS:
+        for name, _, how in commands(files):
             for tree in trees:
-                s = time_once(argv_of(how, tree), tree)
+                s = time_once(argv_of(how, tree, files), tree)
                 if rep:
                     samples.setdefault((tree, name), []).append(round(s, 3))
     return samples
@@ -182,16 +227,17 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         trees = [ROOT]
         if args.baseline:
-            trees.append(extract(args.baseline, tmp))
-        samples = measure(trees, args.repeats)
+            trees.append(extract(args.baseline, os.path.join(tmp, "base")))
+        files = prepare_files(tmp)
+        samples = measure(trees, args.repeats, files)
     load_end = [round(x, 2) for x in os.getloadavg()]
 
     shared = shared_fields(args, argv, load_start, load_end)
     records = []
-    for name, typed, how in COMMANDS:
+    for name, typed, how in commands(files):
         rec = record(name, typed, how, samples, trees, args.baseline)
         records.append({**rec, **shared})
-        line = f"{typed:32s} {rec['value']:6.3f} s"
+        line = f"{typed:42s} {rec['value']:6.3f} s"
         if args.baseline:
             line += f"  ({args.baseline}: {rec['reference']:.3f} s)"
         print(line)

@@ -9,7 +9,9 @@ standard library alone, so ``keras-rnnlm --help``, ``keras-rnnlm VERB
 --help`` and a mistyped option answer at once. Only a verb that runs
 imports ``keras_rnnlm.cli``, and in it the verb's module
 (:func:`keras_rnnlm.cli.main.run_command`, which also sets glibc's
-allocator and applies the command line's error policy).
+allocator and applies the command line's error policy), with Python's
+cyclic collector paused while they load
+(:func:`keras_rnnlm_launcher.collector.paused`).
 
     keras-rnnlm train RECIPE.py [--preset NAME] [--set section.key=value]
     keras-rnnlm train --config run.json [--set ...]
@@ -32,6 +34,7 @@ allocator and applies the command line's error policy).
 Every command takes ``--debug`` (show the traceback of an error).
 """
 
+from keras_rnnlm_launcher.collector import paused
 from keras_rnnlm_launcher.commands import build_parser
 
 
@@ -39,7 +42,8 @@ def main(argv=None):
     """Runs one command (``argv``: default ``sys.argv[1:]``); returns its
     exit status (2 after a user error)."""
     args = build_parser().parse_args(argv)
-    from keras_rnnlm.cli.main import run_command  # loads Keras: a verb runs
+    with paused():  # its objects built once, not walked by collections
+        from keras_rnnlm.cli.main import run_command  # loads Keras
 
     return run_command(args, argv)
 
