@@ -128,9 +128,7 @@ def prepare_files(folder):
 def commands(files):
     """:data:`COMMANDS`, those that need ``files`` left out without
     them."""
-    return [
-        c for c in COMMANDS if files or not any("{" in a for a in c[2])
-    ]
+    return [c for c in COMMANDS if files or not any("{" in a for a in c[2])]
 
 
 def time_once(argv, tree):
