@@ -26,11 +26,11 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 
 from bench.harness import LOGS
 from bench.harness.options import add_output_arguments
 from bench.harness.options import bench_parser
+from bench.harness.processes import cli_command
 from bench.harness.records import record
 from bench.harness.records import record_fields
 from bench.harness.records import write_records
@@ -47,7 +47,7 @@ PUBLISHED = {
 
 def _cli(args, env_note):
     """Runs ``keras-rnnlm ARGS``; returns (command as shown, stdout)."""
-    cmd = [sys.executable, "-m", "keras_rnnlm.cli", *args]
+    cmd = cli_command(*args)
     shown = f"{env_note} keras-rnnlm {shlex.join(args)}"
     print(f"$ {shown}", flush=True)
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)

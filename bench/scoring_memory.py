@@ -37,6 +37,7 @@ from bench.harness import ROOT
 from bench.harness.options import add_output_arguments
 from bench.harness.options import add_threads_argument
 from bench.harness.options import bench_parser
+from bench.harness.processes import cli_command
 from bench.harness.processes import thread_env
 from bench.harness.processes import watch
 from bench.harness.records import record
@@ -132,7 +133,7 @@ def make_inputs(workdir, sizes):
 def score_peak(model, path, lines, args, workdir):
     """Peak RSS (MB) of ``keras-rnnlm score MODEL PATH``; its output
     checked."""
-    cmd = [sys.executable, "-m", "keras_rnnlm.cli", "score", model, path]
+    cmd = cli_command("score", model, path)
     if args.max_batch_tokens:
         cmd += ["--max-batch-tokens", str(args.max_batch_tokens)]
     log = os.path.join(workdir, "score.out")

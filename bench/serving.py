@@ -24,7 +24,6 @@ import os
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -32,6 +31,7 @@ import time
 from bench.harness.options import add_output_arguments
 from bench.harness.options import add_threads_argument
 from bench.harness.options import bench_parser
+from bench.harness.processes import cli_command
 from bench.harness.processes import thread_env
 from bench.harness.records import record
 from bench.harness.records import record_fields
@@ -92,10 +92,7 @@ def vm_hwm_mb(pid, field="VmHWM"):
 
 
 def start_server(base, batching, env):
-    cmd = [
-        sys.executable,
-        "-m",
-        "keras_rnnlm.cli",
+    cmd = cli_command(
         "serve",
         base,
         "--model-name",
@@ -108,7 +105,7 @@ def start_server(base, batching, env):
         os.devnull,
         "--max-enqueued",
         "1024",
-    ]
+    )
     if not batching:
         cmd.append("--no-batching")
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)

@@ -10,7 +10,7 @@
         --no-record                     # a functional check
 
 Runs ``keras-rnnlm train recipes/awd_lstm_ptb.py --preset P`` as a user
-does (``python -m keras_rnnlm.cli train``: variable BPTT, every callback,
+does (the console script's entry: variable BPTT, every callback,
 checkpoints, validation; only ``train.verbose=0`` and
 ``train.timing_log=true`` set) and salesforce/awd-lstm-lm's ``main.py``
 with the same hyperparameters, from a temporary copy of ``--reference``

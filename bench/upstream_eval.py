@@ -63,6 +63,7 @@ from bench.harness.options import add_child_argument
 from bench.harness.options import add_output_arguments
 from bench.harness.options import bench_parser
 from bench.harness.options import parse
+from bench.harness.processes import cli_command
 from bench.harness.processes import interleave
 from bench.harness.processes import note_import_rss
 from bench.harness.processes import peak_rss_mb
@@ -278,10 +279,7 @@ def run_keras(args, work, split, shape, env):
     run = os.path.join(work, RUN)
     if args.compile_cache == "warm":
         env = {**env, "KERAS_RNNLM_COMPILE_CACHE": os.path.join(work, "xla")}
-    cmd = [
-        sys.executable,
-        "-m",
-        "keras_rnnlm.cli",
+    cmd = cli_command(
         "evaluate",
         run,
         "--split",
@@ -290,7 +288,7 @@ def run_keras(args, work, split, shape, env):
         str(BATCHES[split]),
         "--bptt",
         str(shape["bptt"]),
-    ]
+    )
     log = os.path.join(work, f"keras_{split}.log")
     proc = watch(cmd, env, lambda: False, args.budget, log=log)
     with open(log) as f:

@@ -21,6 +21,18 @@ from bench.harness import ROOT
 
 _IMPORT_RSS = {}
 
+#: The ``keras-rnnlm`` console script's code (``[project.scripts]``), as
+#: its installed wrapper runs it.
+CLI_CODE = "import sys; from keras_rnnlm_launcher import main; sys.exit(main())"
+
+
+def cli_command(*args):
+    """``keras-rnnlm ARGS`` as a user runs it: this Python running the
+    console script's entry point (:data:`CLI_CODE`; not ``python -m
+    keras_rnnlm.cli``, which imports the package before the command
+    line is read)."""
+    return [sys.executable, "-c", CLI_CODE, *args]
+
 
 # -- threads -----------------------------------------------------------------
 

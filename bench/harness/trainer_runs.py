@@ -1,8 +1,9 @@
 """The package's trainer run as a user runs it, and tokens/s after a
 warm-up.
 
-:func:`trainer_command` is ``python -m keras_rnnlm.cli train RECIPE
---preset P`` (variable BPTT where the preset has it, every callback,
+:func:`trainer_command` is ``keras-rnnlm train RECIPE --preset P`` (the
+console script's entry, :func:`~bench.harness.processes.cli_command`;
+variable BPTT where the preset has it, every callback,
 checkpoints, validation) with only ``train.verbose=0`` and
 ``train.timing_log=true`` set: the trainer then writes when each batch
 ended (after its loss was read back) and its tokens to ``timing.csv``.
@@ -25,11 +26,11 @@ module that a PyTorch child imports may import this one.
 import csv
 import json
 import os
-import sys
 import time
 
 from bench.harness.isa import ISA_VARIABLES
 from bench.harness.isa import isa_env
+from bench.harness.processes import cli_command
 from bench.harness.processes import thread_env
 from bench.harness.processes import watch
 from bench.harness.records import record_fields
@@ -101,10 +102,7 @@ def trainer_command(recipe, preset, out, sets=()):
     runs it, into the run directory ``out`` (started over): only
     ``train.verbose=0`` and ``train.timing_log=true`` set, then the
     ``--set`` overrides ``sets``."""
-    return [
-        sys.executable,
-        "-m",
-        "keras_rnnlm.cli",
+    return cli_command(
         "train",
         recipe,
         "--preset",
@@ -117,7 +115,7 @@ def trainer_command(recipe, preset, out, sets=()):
         "--set",
         "train.timing_log=true",
         *[x for s in sets for x in ("--set", s)],
-    ]
+    )
 
 
 def first_epoch_batches(rows):

@@ -15,6 +15,7 @@ from bench import family_trainer as ft
 from bench.harness import ROOT
 from bench.harness import trainer_runs
 from bench.harness.headlines import headline_lines
+from bench.harness.processes import CLI_CODE
 
 #: Each family's preset cut down to a tiny model (on the tiny corpus).
 TINY = {
@@ -64,8 +65,8 @@ def test_the_trainer_runs_the_recipe_as_a_user_does():
     )
     assert cmd[0] == sys.executable
     assert cmd[1:5] == [
-        "-m",
-        "keras_rnnlm.cli",
+        "-c",
+        CLI_CODE,
         "train",
         os.path.join(ROOT, "recipes", "multicell_ptb.py"),
     ]

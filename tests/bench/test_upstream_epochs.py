@@ -6,6 +6,7 @@ import pytest
 
 from bench import upstream_epochs as ue
 from bench.harness import machine
+from bench.harness.processes import CLI_CODE
 from bench.harness.trainer_runs import span_rate
 
 PARENT = {
@@ -49,7 +50,7 @@ def test_an_uncapped_child_has_no_knob_and_no_thread_setting():
 def test_the_command_lines_of_both_sides():
     args = _args("--preset", "cpu", "--threads", "2", "--batches", "100")
     keras = ue.keras_command(args, "/tmp/out")
-    assert keras[1:4] == ["-m", "keras_rnnlm.cli", "train"]
+    assert keras[1:4] == ["-c", CLI_CODE, "train"]
     assert keras[4].endswith("recipes/awd_lstm_ptb.py")
     assert keras[5:7] == ["--preset", "cpu"]
     assert "train.timing_log=true" in keras
