@@ -6,14 +6,14 @@ objects (modules, classes, functions, protobuf descriptors) that live as
 long as the process. Python's cyclic collector walks every object it
 tracks at each full collection: several times during the imports, now
 and then in a long run, and again as the interpreter shuts down.
-Measured on a 2-core AMD EPYC (AVX-512), Python 3.11, TensorFlow 2.21: a
-``python -c "import keras_rnnlm"`` process took 4.3-4.6 s from start to
-end, 3.3-3.4 s of it the import and about 1 s its shut-down (``perf``
-puts a fifth of such a process in ``gc_collect_main``); with the
-collector paused during the import and the imported objects frozen
-afterwards, 2.7-3.0 s, of which 2.6-2.9 s the import, for about 2.5 MB
-more resident memory (the import's own cyclic garbage, kept).
-``bench/cli_start.py`` records the commands' wall time.
+Measured on a 2-core AMD EPYC (AVX-512), Python 3.11, TensorFlow 2.21:
+a ``python -c "import tensorflow"`` process spent 3.0 s in the import
+and about 1 s more to end (``perf`` puts a fifth of such a process in
+``gc_collect_main``); a one-sentence ``keras-rnnlm score`` took 3.17 s
+from start to exit against 4.74 s without this (``python -m
+bench.cli_start --baseline COMMIT``, records in
+``bench/results/startup.jsonl``), for about 2.5 MB more resident memory
+(the imports' own cyclic garbage, kept).
 
 What it does, only where a command runs (never on ``import
 keras_rnnlm`` alone):
