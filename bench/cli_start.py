@@ -40,6 +40,8 @@ import tarfile
 import tempfile
 import time
 
+from bench.harness.processes import console_code
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 OUT = os.path.join(HERE, "results", "startup.jsonl")
@@ -99,8 +101,7 @@ def argv_of(how, tree, files=None):
     ``{run}`` and ``{text}`` from ``files``."""
     if how[0] == "import":
         return ["-c", "import keras_rnnlm"]
-    module, func = entry_point(tree)
-    code = f"import sys; from {module} import {func}; sys.exit({func}())"
+    code = console_code(*entry_point(tree))
     args = [a.format(**files) if files else a for a in how[1:]]
     return ["-c", code, *args]
 

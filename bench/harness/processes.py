@@ -21,9 +21,15 @@ from bench.harness import ROOT
 
 _IMPORT_RSS = {}
 
-#: The ``keras-rnnlm`` console script's code (``[project.scripts]``), as
-#: its installed wrapper runs it.
-CLI_CODE = "import sys; from keras_rnnlm_launcher import main; sys.exit(main())"
+
+def console_code(module="keras_rnnlm_launcher", func="main"):
+    """The code a console script's installed wrapper runs for its
+    ``[project.scripts]`` entry ``module:func``."""
+    return f"import sys; from {module} import {func}; sys.exit({func}())"
+
+
+#: The ``keras-rnnlm`` console script's code.
+CLI_CODE = console_code()
 
 
 def cli_command(*args):
