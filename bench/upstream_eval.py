@@ -48,28 +48,25 @@ of each split filled first (records named
 "warm"``).
 """
 
-import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 import types
 
 from bench.harness import ROOT
+from bench.harness.evaluation import cli_evaluate
+from bench.harness.evaluation import eval_records
 from bench.harness.isa import ISA_SETTINGS
 from bench.harness.options import add_child_argument
 from bench.harness.options import add_output_arguments
 from bench.harness.options import bench_parser
 from bench.harness.options import parse
-from bench.harness.processes import cli_command
 from bench.harness.processes import interleave
 from bench.harness.processes import note_import_rss
 from bench.harness.processes import peak_rss_mb
 from bench.harness.processes import run_child
-from bench.harness.processes import watch
-from bench.harness.records import record
 from bench.harness.run_dirs import write_untrained_run
 from bench.harness.torch_side import set_torch_threads
 from bench.harness.trainer_runs import add_run_arguments
@@ -274,49 +271,22 @@ def measure(impl, **params):
 
 
 def run_keras(args, work, split, shape, env):
-    """``keras-rnnlm evaluate`` in a fresh process: its JSON's figures,
-    with the command's wall time and peak RSS."""
-    run = os.path.join(work, RUN)
+    """``keras-rnnlm evaluate`` in a fresh process
+    (:func:`~bench.harness.evaluation.cli_evaluate`)."""
     if args.compile_cache == "warm":
         env = {**env, "KERAS_RNNLM_COMPILE_CACHE": os.path.join(work, "xla")}
-    cmd = cli_command(
-        "evaluate",
-        run,
-        "--split",
+    return cli_evaluate(
+        os.path.join(work, RUN),
         split,
-        "--batch-size",
-        str(BATCHES[split]),
-        "--bptt",
-        str(shape["bptt"]),
+        BATCHES[split],
+        shape["bptt"],
+        env,
+        args.budget,
+        os.path.join(work, f"keras_{split}.log"),
     )
-    log = os.path.join(work, f"keras_{split}.log")
-    proc = watch(cmd, env, lambda: False, args.budget, log=log)
-    with open(log) as f:
-        text = f.read()
-    if proc["returncode"] != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{text[-3000:]}")
-    out = json.JSONDecoder().raw_decode(text[text.index("\n{") + 1 :])[0]
-    r = out[split]
-    return {
-        "nll": r["nll"],
-        "seconds": r["seconds"],
-        "tokens": r["tokens"],
-        "tokens_per_s": r["tokens_per_s"],
-        "command_s": proc["wall_s"],
-        "rss_mb": proc["rss_mb"],
-        "load_average": os.getloadavg()[0],
-    }
 
 
 # -- the parent ---------------------------------------------------------------
-
-#: (figure, record kind, unit, name suffix, digits, lower is better).
-FIGURES = (
-    ("tokens_per_s", "throughput", "tok/s", "", 1, False),
-    ("command_s", "latency", "s", "_wall", 2, True),
-    ("rss_mb", "memory", "MB", "_peak_rss", 1, True),
-)
-
 
 def measure_all(args, env, tmp):
     ref = os.path.join(tmp, "awd-lstm-lm")
@@ -361,52 +331,26 @@ def records(args, shape, samples):
     out = []
     for split in args.splits:
         runs = samples.get((split, "keras"), [])
-        ref_runs = samples.get((split, "upstream"))
         if not runs:
             continue
         batch = BATCHES[split]
         cache = "_warm_cache" if args.compile_cache == "warm" else ""
-        diff = None
-        if ref_runs:
-            diff = abs(runs[0]["nll"] - ref_runs[0]["nll"])
-        extra = {
-            "preset": args.preset,
-            "recipe": RECIPE,
-            "split": split,
-            "batch": batch,
-            "bptt": shape["bptt"],
-            "params": shape["params"],
-            "weights": "untrained (the builder's initialisation, seed 0), "
+        out += eval_records(
+            f"awd_lstm_ptb_{args.preset}{cache}_eval_{split}_b{batch}",
+            runs,
+            samples.get((split, "upstream")),
+            REFERENCE_NAME,
+            preset=args.preset,
+            recipe=RECIPE,
+            split=split,
+            batch=batch,
+            bptt=shape["bptt"],
+            params=shape["params"],
+            weights="untrained (the builder's initialisation, seed 0), "
             "the same in both",
-            "keras_nll": runs[0]["nll"],
-            "reference_nll": ref_runs[0]["nll"] if ref_runs else None,
-            "nll_difference": diff,
-            "repeats": len(runs),
-            "load_averages": [round(r["load_average"], 2) for r in runs],
-            "isa": args.isa,
-            "compile_cache": args.compile_cache,
-        }
-        for figure, kind, unit, suffix, digits, lower in FIGURES:
-            ref = ref_runs and statistics.median(r[figure] for r in ref_runs)
-            out.append(
-                record(
-                    kind,
-                    f"awd_lstm_ptb_{args.preset}{cache}_eval_{split}_b{batch}"
-                    f"{suffix}",
-                    "keras",
-                    statistics.median(r[figure] for r in runs),
-                    unit,
-                    ref or None,
-                    REFERENCE_NAME if ref else None,
-                    digits=digits,
-                    runs=[round(r[figure], digits) for r in runs],
-                    reference_runs=[round(r[figure], digits) for r in ref_runs]
-                    if ref_runs
-                    else None,
-                    **({"lower_is_better": True} if lower else {}),
-                    **extra,
-                )
-            )
+            isa=args.isa,
+            compile_cache=args.compile_cache,
+        )
     return out
 
 

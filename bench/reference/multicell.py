@@ -62,3 +62,22 @@ class MultiCellLM(nn.Module):
         h = torch.zeros(batch, self.units)
         c = torch.zeros(batch, self.cells, self.units)
         return [(h, c)] * len(self.layers)
+
+
+@torch.no_grad()
+def copy_keras_weights(kmodel, model):
+    """The package's Keras multi-cell model's weights (``embedding``,
+    ``rnn_0``, ``rnn_1``, ``decoder``) into a :class:`MultiCellLM` of the
+    same sizes: each layer's kernel, recurrent kernel and bias have the
+    same layouts (gates i, f, c, o)."""
+    model.emb.weight.copy_(
+        torch.from_numpy(kmodel.get_layer("embedding").get_weights()[0])
+    )
+    for i, layer in enumerate(model.layers):
+        kernel, rk, bias = kmodel.get_layer(f"rnn_{i}").get_weights()
+        layer.kernel.copy_(torch.from_numpy(kernel))
+        layer.rk.copy_(torch.from_numpy(rk))
+        layer.bias.copy_(torch.from_numpy(bias))
+    kernel, bias = kmodel.get_layer("decoder").get_weights()
+    model.dec.weight.copy_(torch.from_numpy(kernel.T.copy()))
+    model.dec.bias.copy_(torch.from_numpy(bias))

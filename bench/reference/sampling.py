@@ -14,8 +14,10 @@ loop's ``exp`` gives unnormalised probabilities):
 * ``zaremba``: :class:`~bench.reference.zaremba.ZarembaLM`;
 * ``awd``: :class:`~bench.reference.awd_lstm.AWDModel` (tied, MoS or DOC
   head);
-* ``charlm``: :class:`~bench.reference.multiplicative.CharLM`.
+* ``charlm``: :class:`~bench.reference.multiplicative.CharLM`;
+* ``multicell``: :class:`~bench.reference.multicell.MultiCellLM`.
 
+:func:`evaluate` is the same models' loss over a corpus's streams.
 :func:`save_reference` writes a family's model with the package's Keras
 weights (read in a process that has Keras) to one file;
 :func:`load_reference` rebuilds it from that file with torch alone, so a
@@ -27,13 +29,15 @@ import torch.nn.functional as F
 
 from bench.reference.awd_lstm import AWDModel
 from bench.reference.awd_lstm import copy_keras_weights as copy_awd
+from bench.reference.multicell import MultiCellLM
+from bench.reference.multicell import copy_keras_weights as copy_multicell
 from bench.reference.multiplicative import CharLM
 from bench.reference.multiplicative import copy_keras_weights as copy_charlm
 from bench.reference.zaremba import ZarembaLM
 from bench.reference.zaremba import from_keras as zaremba_from_keras
 
 #: The families :class:`ReferenceLM` runs.
-FAMILIES = ("zaremba", "awd", "charlm")
+FAMILIES = ("zaremba", "awd", "charlm", "multicell")
 
 
 class ReferenceLM:
@@ -105,6 +109,25 @@ def next_log_probs(lm, prompts):
     return output[-1].numpy()
 
 
+@torch.no_grad()
+def evaluate(lm, streams, bptt):
+    """The mean negative log-likelihood of every next token of ``streams``
+    (``(B, L)`` ids, one stream a row) and their count, read in windows
+    of ``bptt`` steps with the state carried from window to window (the
+    last window shorter), as a PyTorch user evaluates a language model
+    (``torch.no_grad``, the model in eval mode)."""
+    source = torch.as_tensor(streams, dtype=torch.long).t().contiguous()
+    hidden = lm.init_hidden(source.shape[1])
+    total, count = 0.0, 0
+    for i in range(0, source.shape[0] - 1, bptt):
+        n = min(bptt, source.shape[0] - 1 - i)
+        x, y = source[i : i + n], source[i + 1 : i + 1 + n]
+        log_p, hidden = lm(x, hidden)
+        total -= log_p.gather(-1, y.unsqueeze(-1)).sum().item()
+        count += y.numel()
+    return total / count, count
+
+
 def _from_keras(family, kmodel, model_config, vocab_size):
     """``(model, constructor arguments, state)`` of ``family`` with the
     Keras model's weights (``model_config``: ``ModelConfig.to_dict()``)."""
@@ -123,6 +146,19 @@ def _from_keras(family, kmodel, model_config, vocab_size):
         copy_awd(kmodel, model)
         model.eval()
         args = {"m": model_config, "vocab": vocab_size}
+        return model, args, model.state_dict()
+    if family == "multicell":
+        kwargs = model_config["cell_kwargs"]
+        args = {
+            "vocab": vocab_size,
+            "units": model_config["hidden_sizes"][0],
+            "cells": kwargs["num_cells"],
+            "strategy": kwargs["strategy"],
+            "p": model_config["dropout"],
+        }
+        model = MultiCellLM(**args)
+        copy_multicell(kmodel, model)
+        model.eval()
         return model, args, model.state_dict()
     cell, units = model_config["cell"], model_config["hidden_sizes"][0]
     model = CharLM(cell, units, vocab_size)
@@ -166,6 +202,9 @@ def load_reference(path):
         model.load_state_dict(state)
     elif family == "awd":
         model = AWDModel(args["m"], args["vocab"])
+        model.load_state_dict(state)
+    elif family == "multicell":
+        model = MultiCellLM(**args)
         model.load_state_dict(state)
     else:
         weights = {k: torch.nn.Parameter(v) for k, v in state["w"].items()}

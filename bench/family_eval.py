@@ -1,0 +1,274 @@
+"""Evaluation through the CLI, beside the repository's PyTorch model of
+each family.
+
+    python -m bench.family_eval --threads 2 --repeats 3
+    python -m bench.family_eval --families zaremba multicell \\
+        --threads 1 --splits valid --repeats 2
+    python -m bench.family_eval --families zaremba --splits valid \\
+        --repeats 1 --no-record                     # a functional check
+
+What a user runs to evaluate a run, ``keras-rnnlm evaluate RUN --split S
+--batch-size N --bptt B`` (a fresh process: the imports, the run's load,
+the compilation and the evaluation;
+:func:`~bench.harness.evaluation.cli_evaluate`), against the same model
+in the family's PyTorch reference evaluated as a PyTorch user evaluates
+one (:func:`bench.reference.sampling.evaluate`: the model in eval mode
+under ``torch.no_grad``, windows of the same length over the same
+streams, the state carried; a fresh process that imports torch and
+numpy, never TensorFlow). The families, each its recipe's preset built
+by the package's builder with untrained weights (seed 0) and copied
+into the reference (:func:`bench.reference.sampling.save_reference`):
+
+* ``zaremba``: ``recipes/zaremba_ptb.py`` ``small`` (``ZarembaLM``,
+  ``nn.LSTM``);
+* ``awd_lstm_mos``, ``awd_lstm_doc``: ``recipes/awd_lstm_mos_ptb.py``,
+  ``recipes/awd_lstm_doc_ptb.py`` ``cpu`` (``AWDModel``, its MoS or DOC
+  head);
+* ``mlstm``: ``recipes/mlstm_ptb.py`` ``mlstm-paper`` (``CharLM``, a
+  Python loop over time; PTB's characters);
+* ``multicell``: ``recipes/multicell_ptb.py`` ``small`` (``MultiCellLM``,
+  a Python loop over time).
+
+(The AWD-LSTM itself is measured against salesforce/awd-lstm-lm's own
+evaluation by :mod:`bench.upstream_eval`.)
+
+Per split (``--splits``): ``valid`` at the preset's validation batch
+(``data.eval_batch_size``, else its training batch), ``test`` at its test
+batch (``data.test_batch_size``), windows of ``data.eval_bptt`` (else
+``data.bptt``), every family's whole split. Each side in its own
+process, ``--repeats`` interleaved, medians. The two losses must agree
+(``nll_difference``): both evaluate the same model on the same windows.
+
+Records (``bench/results/family_eval.jsonl``), per family and split
+(:func:`~bench.harness.evaluation.eval_records`):
+``RECIPE_PRESET_eval_S_bN`` (tokens/s of the evaluation itself, the
+CLI's ``seconds`` with its compilation; PyTorch: its loop, timed around
+it), ``..._wall`` (seconds of the whole command: the Keras process from
+its start to its end; PyTorch's from its child's start, its imports
+included, to the end of its loop) and ``..._peak_rss`` (each process's
+own peak resident memory). ``ratio`` = Keras / PyTorch.
+``--threads N``: TensorFlow's pools and ``torch.set_num_threads``;
+``--isa avx2`` caps both sides (:mod:`bench.harness.isa`).
+"""
+
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from bench.harness import ROOT
+from bench.harness.evaluation import cli_evaluate
+from bench.harness.evaluation import eval_records
+from bench.harness.isa import ISA_SETTINGS
+from bench.harness.options import add_child_argument
+from bench.harness.options import add_output_arguments
+from bench.harness.options import bench_parser
+from bench.harness.options import parse
+from bench.harness.processes import interleave
+from bench.harness.processes import note_import_rss
+from bench.harness.processes import peak_rss_mb
+from bench.harness.processes import run_child
+from bench.harness.run_dirs import write_untrained_run
+from bench.harness.torch_side import set_torch_threads
+from bench.harness.trainer_runs import add_run_arguments
+from bench.harness.trainer_runs import child_env
+from bench.harness.trainer_runs import report_records
+
+MODULE = "bench.family_eval"
+#: family -> (recipe, preset, reference family of bench.reference.sampling).
+FAMILIES = {
+    "zaremba": ("zaremba_ptb", "small", "zaremba"),
+    "awd_lstm_mos": ("awd_lstm_mos_ptb", "cpu", "awd"),
+    "awd_lstm_doc": ("awd_lstm_doc_ptb", "cpu", "awd"),
+    "mlstm": ("mlstm_ptb", "mlstm-paper", "charlm"),
+    "multicell": ("multicell_ptb", "small", "multicell"),
+}
+SPLITS = ("valid", "test")
+REFERENCE_NAME = "the family's PyTorch model (bench.reference), no_grad"
+RUN, REFERENCE = "run", "reference.pt"
+
+
+def parser():
+    p = bench_parser(MODULE, __doc__)
+    p.add_argument(
+        "--families", nargs="+", choices=list(FAMILIES), default=list(FAMILIES)
+    )
+    p.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS))
+    p.add_argument("--isa", choices=sorted(ISA_SETTINGS), default="default")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=1800.0,
+        help="seconds a Keras process may take before it is stopped",
+    )
+    add_run_arguments(p, ROOT)
+    add_output_arguments(p, "family_eval.jsonl")
+    add_child_argument(p)
+    p.set_defaults(sets=[])
+    return p
+
+
+# -- the children ------------------------------------------------------------
+
+
+def prepare(workdir, family):
+    """The family's run directory (untrained weights, seed 0), its
+    PyTorch reference with the same weights, and each split's ids (for
+    the torch child) in ``workdir``; returns each split's batch and
+    window, and the parameter count."""
+    from bench.reference.sampling import save_reference
+
+    recipe, preset, ref_family = FAMILIES[family]
+    config, corpus, model = write_untrained_run(
+        os.path.join(ROOT, "recipes", f"{recipe}.py"),
+        preset,
+        os.path.join(workdir, RUN),
+    )
+    save_reference(
+        os.path.join(workdir, REFERENCE),
+        ref_family,
+        model,
+        config.to_dict()["model"],
+        corpus.vocab.tokens,
+    )
+    for split in SPLITS:
+        np.save(os.path.join(workdir, f"{split}.npy"), corpus.split(split))
+    data = config.data
+    return {
+        "batch": {
+            "valid": data.eval_batch_size or data.batch_size,
+            "test": data.test_batch_size,
+        },
+        "bptt": data.eval_bptt or data.bptt,
+        "params": int(model.count_params()),
+    }
+
+
+def measure_torch(workdir, split, batch, bptt):
+    """The PyTorch child: the reference loaded, the split's streams read
+    and evaluated (timed)."""
+    started = time.perf_counter()
+    import torch
+
+    note_import_rss()
+    set_torch_threads(torch)
+    from bench.reference.sampling import evaluate
+    from bench.reference.sampling import load_reference
+
+    lm = load_reference(os.path.join(workdir, REFERENCE))
+    ids = np.load(os.path.join(workdir, f"{split}.npy"))
+    length = len(ids) // batch  # the package's batchify
+    streams = ids[: length * batch].reshape(batch, length)
+    t = time.perf_counter()
+    nll, tokens = evaluate(lm, streams, bptt)
+    seconds = time.perf_counter() - t
+    if "tensorflow" in sys.modules:  # its RSS would count in torch's
+        raise RuntimeError("the torch child imported TensorFlow")
+    return {
+        "nll": nll,
+        "seconds": seconds,
+        "tokens": tokens,
+        "tokens_per_s": tokens / seconds,
+        "command_s": time.perf_counter() - started,
+        "rss_mb": peak_rss_mb(),
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def measure(impl, **params):
+    if impl == "prepare":
+        return prepare(**params)
+    return measure_torch(**params)
+
+
+# -- the parent --------------------------------------------------------------
+
+
+def measure_all(args, env, tmp):
+    """``({family: shape}, {(family, split, impl): [runs]})``."""
+    shapes = {}
+    for family in args.families:
+        work = os.path.join(tmp, family)
+        os.makedirs(work)
+        params = {"impl": "prepare", "workdir": work, "family": family}
+        shapes[family] = run_child(MODULE, params, env)
+        print(f"{family}: {shapes[family]['params']:,} parameters", flush=True)
+    keys = [
+        (f, s, impl)
+        for f in args.families
+        for s in args.splits
+        for impl in ("keras", "torch")
+    ]
+
+    def one(key):
+        family, split, impl = key
+        work, shape = os.path.join(tmp, family), shapes[family]
+        batch = shape["batch"][split]
+        if impl == "keras":
+            log = os.path.join(work, f"keras_{split}.log")
+            run = os.path.join(work, RUN)
+            return cli_evaluate(
+                run, split, batch, shape["bptt"], env, args.budget, log
+            )
+        params = {"workdir": work, "split": split, "batch": batch}
+        params.update(impl="torch", bptt=shape["bptt"])
+        return run_child(MODULE, params, env)
+
+    def report(rep, key, r):
+        family, split, impl = key
+        print(
+            f"repeat {rep + 1} {family} {split} {impl:6s}: "
+            f"{r['tokens_per_s']:8.0f} tok/s ({r['seconds']:.1f} s), "
+            f"command {r['command_s']:.1f} s, peak RSS {r['rss_mb']:.0f} "
+            f"MB, nll {r['nll']:.6f}, load {r['load_average']:.2f}",
+            flush=True,
+        )
+
+    return shapes, interleave(keys, args.repeats, one, report)
+
+
+def records(args, shapes, samples):
+    out = []
+    for family, shape in shapes.items():
+        recipe, preset, _ = FAMILIES[family]
+        for split in args.splits:
+            runs = samples.get((family, split, "keras"))
+            if not runs:
+                continue
+            batch = shape["batch"][split]
+            out += eval_records(
+                f"{recipe}_{preset}_eval_{split}_b{batch}".replace("-", "_"),
+                runs,
+                samples.get((family, split, "torch")),
+                REFERENCE_NAME,
+                family=family,
+                recipe=f"recipes/{recipe}.py",
+                preset=preset,
+                split=split,
+                batch=batch,
+                bptt=shape["bptt"],
+                params=shape["params"],
+                weights="untrained (the builder's initialisation, seed 0), "
+                "the same in both",
+                isa=args.isa,
+            )
+    return out
+
+
+def main(argv=None):
+    p = parser()
+    args = parse(p, measure, argv)
+    for corpus in ("ptb", "ptb_char"):
+        if not os.path.isdir(os.path.join(args.data, corpus)):
+            p.error(f"no {corpus}/ in --data {args.data!r}")
+    env = child_env(args.threads, args.isa, args.data)
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    with tempfile.TemporaryDirectory(prefix="family_eval_") as tmp:
+        shapes, samples = measure_all(args, env, tmp)
+    report_records(MODULE, argv, env, args, records(args, shapes, samples))
+
+
+if __name__ == "__main__":
+    main()

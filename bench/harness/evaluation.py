@@ -1,0 +1,108 @@
+"""``keras-rnnlm evaluate`` run as a user runs it, and the records of an
+evaluation beside a reference.
+
+:func:`cli_evaluate` runs ``keras-rnnlm evaluate RUN --split S
+--batch-size B --bptt T`` (the console script's entry,
+:func:`~bench.harness.processes.cli_command`) in a fresh process under
+:func:`~bench.harness.processes.watch` and reads its JSON back: the
+evaluation's own seconds and tokens/s (its first window's compilation
+included), the whole command's wall time and the process's peak RSS.
+:func:`eval_records` turns the medians of such runs and of a reference's
+(the same figures, from its own process) into the three records of a
+split: ``PREFIX_eval_S_bB`` (tok/s), ``..._wall`` (s) and
+``..._peak_rss`` (MB), each with ``ratio`` = the package / the
+reference.
+"""
+
+import json
+import os
+import statistics
+
+from bench.harness.processes import cli_command
+from bench.harness.processes import watch
+from bench.harness.records import record
+
+#: (figure, record kind, unit, name suffix, digits, lower is better).
+FIGURES = (
+    ("tokens_per_s", "throughput", "tok/s", "", 1, False),
+    ("command_s", "latency", "s", "_wall", 2, True),
+    ("rss_mb", "memory", "MB", "_peak_rss", 1, True),
+)
+
+
+def cli_evaluate(run, split, batch, bptt, env, budget, log):
+    """``keras-rnnlm evaluate`` of run directory ``run`` on ``split`` at
+    ``batch`` streams and windows of ``bptt`` in a fresh process (output
+    to the file ``log``, stopped after ``budget`` s): its ``nll``,
+    ``seconds``, ``tokens``, ``tokens_per_s``, with the command's
+    ``command_s`` (wall), ``rss_mb`` (its peak) and the ``load_average``
+    at its end."""
+    cmd = cli_command(
+        "evaluate",
+        run,
+        "--split",
+        split,
+        "--batch-size",
+        str(batch),
+        "--bptt",
+        str(bptt),
+    )
+    proc = watch(cmd, env, lambda: False, budget, log=log)
+    with open(log) as f:
+        text = f.read()
+    if proc["returncode"] != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{text[-3000:]}")
+    out = json.JSONDecoder().raw_decode(text[text.index("\n{") + 1 :])[0]
+    r = out[split]
+    return {
+        "nll": r["nll"],
+        "seconds": r["seconds"],
+        "tokens": r["tokens"],
+        "tokens_per_s": r["tokens_per_s"],
+        "command_s": proc["wall_s"],
+        "rss_mb": proc["rss_mb"],
+        "load_average": os.getloadavg()[0],
+    }
+
+
+def eval_records(name, runs, ref_runs, reference_name, **extra):
+    """The records of one split's evaluation named ``name``
+    (``PREFIX_eval_S_bB``): the medians of ``runs`` (the package's, dicts
+    with :data:`FIGURES`' keys and ``nll``) against those of ``ref_runs``
+    (the reference's; empty or None: no reference), both runs' lists,
+    the two losses and their difference (``nll_difference``: both
+    evaluated the same model on the same windows when it is round-off),
+    the repeats' load averages and ``extra``."""
+    diff = None
+    if ref_runs:
+        diff = abs(runs[0]["nll"] - ref_runs[0]["nll"])
+    common = {
+        "keras_nll": runs[0]["nll"],
+        "reference_nll": ref_runs[0]["nll"] if ref_runs else None,
+        "nll_difference": diff,
+        "repeats": len(runs),
+        "load_averages": [round(r["load_average"], 2) for r in runs],
+        **extra,
+    }
+    out = []
+    for figure, kind, unit, suffix, digits, lower in FIGURES:
+        ref = ref_runs and statistics.median(r[figure] for r in ref_runs)
+        out.append(
+            record(
+                kind,
+                f"{name}{suffix}",
+                "keras",
+                statistics.median(r[figure] for r in runs),
+                unit,
+                ref or None,
+                reference_name if ref else None,
+                digits=digits,
+                runs=[round(r[figure], digits) for r in runs],
+                reference_runs=[round(r[figure], digits) for r in ref_runs]
+                if ref_runs
+                else None,
+                **({"lower_is_better": True} if lower else {}),
+                **common,
+            )
+        )
+    return out
