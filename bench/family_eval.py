@@ -48,7 +48,10 @@ its start to its end; PyTorch's from its child's start, its imports
 included, to the end of its loop) and ``..._peak_rss`` (each process's
 own peak resident memory). ``ratio`` = Keras / PyTorch.
 ``--threads N``: TensorFlow's pools and ``torch.set_num_threads``;
-``--isa avx2`` caps both sides (:mod:`bench.harness.isa`).
+``--isa avx2`` caps both sides (:mod:`bench.harness.isa`);
+``--compile-cache warm`` times the Keras command with its XLA programs
+already compiled by an untimed run of it (records
+``..._warm_cache_eval_...``; :mod:`bench.harness.evaluation`).
 """
 
 import os
@@ -59,6 +62,9 @@ import time
 import numpy as np
 
 from bench.harness import ROOT
+from bench.harness.evaluation import add_compile_cache_argument
+from bench.harness.evaluation import cache_env
+from bench.harness.evaluation import cache_infix
 from bench.harness.evaluation import cli_evaluate
 from bench.harness.evaluation import eval_records
 from bench.harness.isa import ISA_SETTINGS
@@ -103,6 +109,7 @@ def parser():
         default=1800.0,
         help="seconds a Keras process may take before it is stopped",
     )
+    add_compile_cache_argument(p)
     add_run_arguments(p, ROOT)
     add_output_arguments(p, "family_eval.jsonl")
     add_child_argument(p)
@@ -186,6 +193,20 @@ def measure(impl, **params):
 # -- the parent --------------------------------------------------------------
 
 
+def keras_run(args, env, tmp, shape, family, split):
+    """``keras-rnnlm evaluate`` of ``family``'s run on ``split``."""
+    work = os.path.join(tmp, family)
+    return cli_evaluate(
+        os.path.join(work, RUN),
+        split,
+        shape["batch"][split],
+        shape["bptt"],
+        cache_env(env, args.compile_cache, work),
+        args.budget,
+        os.path.join(work, f"keras_{split}.log"),
+    )
+
+
 def measure_all(args, env, tmp):
     """``({family: shape}, {(family, split, impl): [runs]})``."""
     shapes = {}
@@ -195,6 +216,10 @@ def measure_all(args, env, tmp):
         params = {"impl": "prepare", "workdir": work, "family": family}
         shapes[family] = run_child(MODULE, params, env)
         print(f"{family}: {shapes[family]['params']:,} parameters", flush=True)
+    if args.compile_cache == "warm":
+        for family in args.families:  # fills each cache, untimed
+            for split in args.splits:
+                keras_run(args, env, tmp, shapes[family], family, split)
     keys = [
         (f, s, impl)
         for f in args.families
@@ -207,11 +232,7 @@ def measure_all(args, env, tmp):
         work, shape = os.path.join(tmp, family), shapes[family]
         batch = shape["batch"][split]
         if impl == "keras":
-            log = os.path.join(work, f"keras_{split}.log")
-            run = os.path.join(work, RUN)
-            return cli_evaluate(
-                run, split, batch, shape["bptt"], env, args.budget, log
-            )
+            return keras_run(args, env, tmp, shape, family, split)
         params = {"workdir": work, "split": split, "batch": batch}
         params.update(impl="torch", bptt=shape["bptt"])
         return run_child(MODULE, params, env)
@@ -239,7 +260,8 @@ def records(args, shapes, samples):
                 continue
             batch = shape["batch"][split]
             out += eval_records(
-                f"{recipe}_{preset}_eval_{split}_b{batch}".replace("-", "_"),
+                f"{recipe}_{preset}{cache_infix(args.compile_cache)}"
+                f"_eval_{split}_b{batch}".replace("-", "_"),
                 runs,
                 samples.get((family, split, "torch")),
                 REFERENCE_NAME,
@@ -253,6 +275,7 @@ def records(args, shapes, samples):
                 weights="untrained (the builder's initialisation, seed 0), "
                 "the same in both",
                 isa=args.isa,
+                compile_cache=args.compile_cache,
             )
     return out
 

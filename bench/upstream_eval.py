@@ -56,6 +56,9 @@ import time
 import types
 
 from bench.harness import ROOT
+from bench.harness.evaluation import add_compile_cache_argument
+from bench.harness.evaluation import cache_env
+from bench.harness.evaluation import cache_infix
 from bench.harness.evaluation import cli_evaluate
 from bench.harness.evaluation import eval_records
 from bench.harness.isa import ISA_SETTINGS
@@ -95,13 +98,7 @@ def parser():
         help="seconds a Keras process may take before it is stopped",
     )
     add_run_arguments(p, ROOT)
-    p.add_argument(
-        "--compile-cache",
-        choices=["off", "warm"],
-        default="off",
-        help="the Keras command's compile cache: off (a first run) or "
-        "warm (filled by an untimed run first)",
-    )
+    add_compile_cache_argument(p)
     p.add_argument("--impls", nargs="+", default=["keras", "upstream"])
     add_output_arguments(p, "upstream_eval.jsonl")
     add_child_argument(p)
@@ -273,20 +270,19 @@ def measure(impl, **params):
 def run_keras(args, work, split, shape, env):
     """``keras-rnnlm evaluate`` in a fresh process
     (:func:`~bench.harness.evaluation.cli_evaluate`)."""
-    if args.compile_cache == "warm":
-        env = {**env, "KERAS_RNNLM_COMPILE_CACHE": os.path.join(work, "xla")}
     return cli_evaluate(
         os.path.join(work, RUN),
         split,
         BATCHES[split],
         shape["bptt"],
-        env,
+        cache_env(env, args.compile_cache, work),
         args.budget,
         os.path.join(work, f"keras_{split}.log"),
     )
 
 
 # -- the parent ---------------------------------------------------------------
+
 
 def measure_all(args, env, tmp):
     ref = os.path.join(tmp, "awd-lstm-lm")
@@ -334,7 +330,7 @@ def records(args, shape, samples):
         if not runs:
             continue
         batch = BATCHES[split]
-        cache = "_warm_cache" if args.compile_cache == "warm" else ""
+        cache = cache_infix(args.compile_cache)
         out += eval_records(
             f"awd_lstm_ptb_{args.preset}{cache}_eval_{split}_b{batch}",
             runs,

@@ -12,6 +12,13 @@ included), the whole command's wall time and the process's peak RSS.
 split: ``PREFIX_eval_S_bB`` (tok/s), ``..._wall`` (s) and
 ``..._peak_rss`` (MB), each with ``ratio`` = the package / the
 reference.
+
+The package's compile cache (:mod:`keras_rnnlm._compile_cache`):
+``--compile-cache off`` (:func:`add_compile_cache_argument`; the
+default) times a first run, which compiles its XLA programs; ``warm``
+times a later run of the same command, its programs loaded from a cache
+directory (:func:`cache_env`) that one untimed run filled first; such
+records are named ``..._warm_cache_eval_...`` (:func:`cache_infix`).
 """
 
 import json
@@ -28,6 +35,31 @@ FIGURES = (
     ("command_s", "latency", "s", "_wall", 2, True),
     ("rss_mb", "memory", "MB", "_peak_rss", 1, True),
 )
+
+
+def add_compile_cache_argument(p):
+    """``--compile-cache off|warm`` (see the module doc)."""
+    p.add_argument(
+        "--compile-cache",
+        choices=["off", "warm"],
+        default="off",
+        help="the Keras command's compile cache: off (a first run) or "
+        "warm (filled by an untimed run first)",
+    )
+
+
+def cache_env(env, mode, work):
+    """``env`` for a Keras command under compile-cache ``mode``: with
+    ``warm``, its cache in ``work``/xla (shared by the filling run and
+    the timed ones)."""
+    if mode != "warm":
+        return env
+    return {**env, "KERAS_RNNLM_COMPILE_CACHE": os.path.join(work, "xla")}
+
+
+def cache_infix(mode):
+    """What a record's name says of compile-cache ``mode``."""
+    return "_warm_cache" if mode == "warm" else ""
 
 
 def cli_evaluate(run, split, batch, bptt, env, budget, log):

@@ -171,6 +171,24 @@ TABLES = (
         "command s: the whole process",
     ),
     Table(
+        "Evaluation through the CLI beside the repository's PyTorch models",
+        ("family_eval",),
+        r"(?P<row>.+?)_eval_(?P<col>(valid|test)_b\d+(_wall|_peak_rss)?)",
+        (
+            (r"valid_b\d+", "valid, tok/s"),
+            (r"valid_b\d+_wall", "valid, command s"),
+            (r"test_b\d+", "test, tok/s"),
+            (r"test_b\d+_wall", "test, command s"),
+            (r"(valid|test)_b\d+_peak_rss", "peak RSS, MB"),
+        ),
+        kinds=("throughput", "latency", "memory"),
+        hide_models=("keras",),
+        note="`keras-rnnlm evaluate` x the family's PyTorch model under "
+        "`torch.no_grad`, same weights, same windows, same run; valid at the "
+        "preset's validation batch, test at batch 1; char/s for mlstm; "
+        "command s: the whole process",
+    ),
+    Table(
         "Training through the trainer beside the repository's PyTorch models",
         ("family_trainer",),
         r"(?P<row>.+?)_(?P<col>train|train_peak_rss)",

@@ -3,58 +3,18 @@ read back from their files compute the Keras models' next-token
 distributions, generate.py's loop gives every row its tokens, and the
 records pair each Keras figure with the loop's."""
 
-import dataclasses
-
 import numpy as np
 import pytest
+from torch_references import CONFIGS
+from torch_references import VOCAB
+from torch_references import reference
 
 from bench import generation
-from keras_rnnlm.config import ModelConfig
-from keras_rnnlm.models import build_language_model
-
-VOCAB = 30
-
-#: A tiny model of each reference family.
-CONFIGS = {
-    "zaremba": {"embedding_dim": 8, "hidden_sizes": [8, 8]},
-    "awd": {
-        "embedding_dim": 8,
-        "hidden_sizes": [12, 8],
-        "head": "tied",
-        "rnn_init": "pytorch",
-        "locked_dropout": True,
-        "dropouti": 0.4,
-        "dropouth": 0.25,
-        "dropoute": 0.1,
-        "weight_dropout": 0.5,
-    },
-    "charlm": {
-        "input_encoding": "one_hot",
-        "hidden_sizes": [10],
-        "cell": "mlstm",
-        "init_range": None,
-    },
-}
-
-
-def _reference(tmp_path, family):
-    """A tiny Keras model of ``family`` and its PyTorch reference, saved
-    with its weights and read back: ``(keras model, reference, words)``."""
-    pytest.importorskip("torch")
-    from bench.reference import sampling
-
-    config = ModelConfig(**CONFIGS[family])
-    kmodel = build_language_model(config, VOCAB, None, stateful=False, seed=3)
-    words = [f"w{i}" for i in range(VOCAB)]
-    path = str(tmp_path / "reference.pt")
-    m = dataclasses.asdict(config)
-    sampling.save_reference(path, family, kmodel, m, words)
-    return kmodel, sampling.load_reference(path), words
 
 
 @pytest.mark.parametrize("family", sorted(CONFIGS))
 def test_references_read_back_with_the_keras_weights(tmp_path, family):
-    kmodel, lm, _ = _reference(tmp_path, family)
+    kmodel, lm, _ = reference(tmp_path, family)
     from bench.reference import sampling
 
     rows = np.random.default_rng(0).integers(0, VOCAB, (3, 7)).tolist()
@@ -67,7 +27,7 @@ def test_references_read_back_with_the_keras_weights(tmp_path, family):
 
 
 def test_the_loop_samples_every_row_its_tokens(tmp_path):
-    _, lm, words = _reference(tmp_path, "zaremba")
+    _, lm, words = reference(tmp_path, "zaremba")
     from bench.reference import sampling
 
     sampling.torch.manual_seed(0)

@@ -74,9 +74,7 @@ def test_a_resumed_run_appends_and_counts_on(tiny_config):
     # batches 0-21 ended before the kill (the killing callback runs
     # before this one in batch 22); the run resumes after batch 20
     first = list(range(22))
-    assert [r["batch"] for r in batches] == first + list(
-        range(20, len(tokens))
-    )
+    assert [r["batch"] for r in batches] == first + list(range(20, len(tokens)))
     assert [r["tokens"] for r in batches[22:]] == tokens[20:]
 
 
