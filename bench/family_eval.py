@@ -55,26 +55,24 @@ already compiled by an untimed run of it (records
 """
 
 import os
-import sys
 import tempfile
 import time
 
 import numpy as np
 
 from bench.harness import ROOT
-from bench.harness.evaluation import add_compile_cache_argument
+from bench.harness.evaluation import add_evaluation_arguments
 from bench.harness.evaluation import cache_env
-from bench.harness.evaluation import cache_infix
 from bench.harness.evaluation import cli_evaluate
 from bench.harness.evaluation import eval_records
-from bench.harness.isa import ISA_SETTINGS
+from bench.harness.evaluation import reference_result
+from bench.harness.evaluation import report_line
 from bench.harness.options import add_child_argument
 from bench.harness.options import add_output_arguments
 from bench.harness.options import bench_parser
 from bench.harness.options import parse
 from bench.harness.processes import interleave
 from bench.harness.processes import note_import_rss
-from bench.harness.processes import peak_rss_mb
 from bench.harness.processes import run_child
 from bench.harness.run_dirs import write_untrained_run
 from bench.harness.torch_side import set_torch_threads
@@ -102,14 +100,7 @@ def parser():
         "--families", nargs="+", choices=list(FAMILIES), default=list(FAMILIES)
     )
     p.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS))
-    p.add_argument("--isa", choices=sorted(ISA_SETTINGS), default="default")
-    p.add_argument(
-        "--budget",
-        type=float,
-        default=1800.0,
-        help="seconds a Keras process may take before it is stopped",
-    )
-    add_compile_cache_argument(p)
+    add_evaluation_arguments(p)
     add_run_arguments(p, ROOT)
     add_output_arguments(p, "family_eval.jsonl")
     add_child_argument(p)
@@ -171,17 +162,7 @@ def measure_torch(workdir, split, batch, bptt):
     t = time.perf_counter()
     nll, tokens = evaluate(lm, streams, bptt)
     seconds = time.perf_counter() - t
-    if "tensorflow" in sys.modules:  # its RSS would count in torch's
-        raise RuntimeError("the torch child imported TensorFlow")
-    return {
-        "nll": nll,
-        "seconds": seconds,
-        "tokens": tokens,
-        "tokens_per_s": tokens / seconds,
-        "command_s": time.perf_counter() - started,
-        "rss_mb": peak_rss_mb(),
-        "torch_threads": torch.get_num_threads(),
-    }
+    return reference_result(nll, tokens, seconds, started, torch)
 
 
 def measure(impl, **params):
@@ -239,13 +220,8 @@ def measure_all(args, env, tmp):
 
     def report(rep, key, r):
         family, split, impl = key
-        print(
-            f"repeat {rep + 1} {family} {split} {impl:6s}: "
-            f"{r['tokens_per_s']:8.0f} tok/s ({r['seconds']:.1f} s), "
-            f"command {r['command_s']:.1f} s, peak RSS {r['rss_mb']:.0f} "
-            f"MB, nll {r['nll']:.6f}, load {r['load_average']:.2f}",
-            flush=True,
-        )
+        label = f"repeat {rep + 1} {family} {split} {impl:6s}"
+        print(report_line(label, r), flush=True)
 
     return shapes, interleave(keys, args.repeats, one, report)
 
@@ -258,24 +234,18 @@ def records(args, shapes, samples):
             runs = samples.get((family, split, "keras"))
             if not runs:
                 continue
-            batch = shape["batch"][split]
             out += eval_records(
-                f"{recipe}_{preset}{cache_infix(args.compile_cache)}"
-                f"_eval_{split}_b{batch}".replace("-", "_"),
+                f"{recipe}_{preset}".replace("-", "_"),
+                split,
+                shape["batch"][split],
                 runs,
                 samples.get((family, split, "torch")),
                 REFERENCE_NAME,
+                args,
+                shape,
                 family=family,
                 recipe=f"recipes/{recipe}.py",
                 preset=preset,
-                split=split,
-                batch=batch,
-                bptt=shape["bptt"],
-                params=shape["params"],
-                weights="untrained (the builder's initialisation, seed 0), "
-                "the same in both",
-                isa=args.isa,
-                compile_cache=args.compile_cache,
             )
     return out
 

@@ -50,25 +50,23 @@ of each split filled first (records named
 
 import os
 import shutil
-import sys
 import tempfile
 import time
 import types
 
 from bench.harness import ROOT
-from bench.harness.evaluation import add_compile_cache_argument
+from bench.harness.evaluation import add_evaluation_arguments
 from bench.harness.evaluation import cache_env
-from bench.harness.evaluation import cache_infix
 from bench.harness.evaluation import cli_evaluate
 from bench.harness.evaluation import eval_records
-from bench.harness.isa import ISA_SETTINGS
+from bench.harness.evaluation import reference_result
+from bench.harness.evaluation import report_line
 from bench.harness.options import add_child_argument
 from bench.harness.options import add_output_arguments
 from bench.harness.options import bench_parser
 from bench.harness.options import parse
 from bench.harness.processes import interleave
 from bench.harness.processes import note_import_rss
-from bench.harness.processes import peak_rss_mb
 from bench.harness.processes import run_child
 from bench.harness.run_dirs import write_untrained_run
 from bench.harness.torch_side import set_torch_threads
@@ -90,15 +88,8 @@ def parser():
     p.add_argument(
         "--splits", nargs="+", choices=list(BATCHES), default=list(BATCHES)
     )
-    p.add_argument("--isa", choices=sorted(ISA_SETTINGS), default="default")
-    p.add_argument(
-        "--budget",
-        type=float,
-        default=1800.0,
-        help="seconds a Keras process may take before it is stopped",
-    )
+    add_evaluation_arguments(p)
     add_run_arguments(p, ROOT)
-    add_compile_cache_argument(p)
     p.add_argument("--impls", nargs="+", default=["keras", "upstream"])
     add_output_arguments(p, "upstream_eval.jsonl")
     add_child_argument(p)
@@ -244,21 +235,16 @@ def measure_upstream(data, split, shape, weights):
         model, criterion, utils, source, batch, shape["bptt"]
     )
     seconds = time.perf_counter() - t
-    if "tensorflow" in sys.modules:  # its RSS would count in torch's
-        raise RuntimeError("the upstream child imported TensorFlow")
-    tokens = source.numel() - batch  # the predicted ones
     rows = source.size(0)
-    return {
-        # main.py divides by the rows, one more than the windows predict
-        "nll": nll * rows / (rows - 1),
-        "main_py_nll": nll,
-        "seconds": seconds,
-        "tokens": tokens,
-        "tokens_per_s": tokens / seconds,
-        "command_s": time.perf_counter() - started,
-        "rss_mb": peak_rss_mb(),
-        "torch_threads": torch.get_num_threads(),
-    }
+    # main.py divides by the rows, one more than the windows predict
+    return reference_result(
+        nll * rows / (rows - 1),
+        source.numel() - batch,  # the predicted tokens
+        seconds,
+        started,
+        torch,
+        main_py_nll=nll,
+    )
 
 
 def measure(impl, **params):
@@ -312,13 +298,8 @@ def measure_all(args, env, tmp):
 
     def report(rep, key, r):
         split, impl = key
-        print(
-            f"repeat {rep + 1} {split} {impl:8s}: {r['tokens_per_s']:7.0f} "
-            f"tok/s ({r['seconds']:.1f} s), command {r['command_s']:.1f} s, "
-            f"peak RSS {r['rss_mb']:.0f} MB, nll {r['nll']:.6f}, load "
-            f"{r['load_average']:.2f}",
-            flush=True,
-        )
+        label = f"repeat {rep + 1} {split} {impl:8s}"
+        print(report_line(label, r), flush=True)
 
     return shape, interleave(keys, args.repeats, one, report)
 
@@ -327,26 +308,19 @@ def records(args, shape, samples):
     out = []
     for split in args.splits:
         runs = samples.get((split, "keras"), [])
-        if not runs:
-            continue
-        batch = BATCHES[split]
-        cache = cache_infix(args.compile_cache)
-        out += eval_records(
-            f"awd_lstm_ptb_{args.preset}{cache}_eval_{split}_b{batch}",
-            runs,
-            samples.get((split, "upstream")),
-            REFERENCE_NAME,
-            preset=args.preset,
-            recipe=RECIPE,
-            split=split,
-            batch=batch,
-            bptt=shape["bptt"],
-            params=shape["params"],
-            weights="untrained (the builder's initialisation, seed 0), "
-            "the same in both",
-            isa=args.isa,
-            compile_cache=args.compile_cache,
-        )
+        if runs:
+            out += eval_records(
+                f"awd_lstm_ptb_{args.preset}",
+                split,
+                BATCHES[split],
+                runs,
+                samples.get((split, "upstream")),
+                REFERENCE_NAME,
+                args,
+                shape,
+                preset=args.preset,
+                recipe=RECIPE,
+            )
     return out
 
 

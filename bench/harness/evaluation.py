@@ -14,7 +14,7 @@ split: ``PREFIX_eval_S_bB`` (tok/s), ``..._wall`` (s) and
 reference.
 
 The package's compile cache (:mod:`keras_rnnlm._compile_cache`):
-``--compile-cache off`` (:func:`add_compile_cache_argument`; the
+``--compile-cache off`` (:func:`add_evaluation_arguments`; the
 default) times a first run, which compiles its XLA programs; ``warm``
 times a later run of the same command, its programs loaded from a cache
 directory (:func:`cache_env`) that one untimed run filled first; such
@@ -24,8 +24,12 @@ records are named ``..._warm_cache_eval_...`` (:func:`cache_infix`).
 import json
 import os
 import statistics
+import sys
+import time
 
+from bench.harness.isa import ISA_SETTINGS
 from bench.harness.processes import cli_command
+from bench.harness.processes import peak_rss_mb
 from bench.harness.processes import watch
 from bench.harness.records import record
 
@@ -37,8 +41,18 @@ FIGURES = (
 )
 
 
-def add_compile_cache_argument(p):
-    """``--compile-cache off|warm`` (see the module doc)."""
+def add_evaluation_arguments(p):
+    """The options of an evaluation bench's Keras side: ``--isa`` (both
+    sides' cap, :mod:`bench.harness.isa`), ``--budget`` (seconds a Keras
+    command may take) and ``--compile-cache off|warm`` (see the module
+    doc)."""
+    p.add_argument("--isa", choices=sorted(ISA_SETTINGS), default="default")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=1800.0,
+        help="seconds a Keras process may take before it is stopped",
+    )
     p.add_argument(
         "--compile-cache",
         choices=["off", "warm"],
@@ -97,14 +111,54 @@ def cli_evaluate(run, split, batch, bptt, env, budget, log):
     }
 
 
-def eval_records(name, runs, ref_runs, reference_name, **extra):
-    """The records of one split's evaluation named ``name``
-    (``PREFIX_eval_S_bB``): the medians of ``runs`` (the package's, dicts
-    with :data:`FIGURES`' keys and ``nll``) against those of ``ref_runs``
-    (the reference's; empty or None: no reference), both runs' lists,
-    the two losses and their difference (``nll_difference``: both
-    evaluated the same model on the same windows when it is round-off),
-    the repeats' load averages and ``extra``."""
+#: What both sides of an evaluation bench run: the same weights.
+UNTRAINED = "untrained (the builder's initialisation, seed 0), the same in both"
+
+
+def report_line(label, r):
+    """One side's run ``r`` as a line of a bench's log, after
+    ``label``."""
+    return (
+        f"{label}: {r['tokens_per_s']:8.0f} tok/s ({r['seconds']:.1f} s), "
+        f"command {r['command_s']:.1f} s, peak RSS {r['rss_mb']:.0f} MB, "
+        f"nll {r['nll']:.6f}, load {r['load_average']:.2f}"
+    )
+
+
+def reference_result(nll, tokens, seconds, started, torch, **extra):
+    """A PyTorch child's figures of an evaluation (the same keys as
+    :func:`cli_evaluate`'s): its loss, ``tokens`` predicted in
+    ``seconds``, the process's time since ``started`` (a
+    ``time.perf_counter()`` at its start), its peak RSS and torch's
+    threads; ``extra`` added. Raises if the child imported TensorFlow
+    (its memory would count in PyTorch's)."""
+    if "tensorflow" in sys.modules:
+        raise RuntimeError("the PyTorch child imported TensorFlow")
+    return {
+        "nll": nll,
+        "seconds": seconds,
+        "tokens": tokens,
+        "tokens_per_s": tokens / seconds,
+        "command_s": time.perf_counter() - started,
+        "rss_mb": peak_rss_mb(),
+        "torch_threads": torch.get_num_threads(),
+        **extra,
+    }
+
+
+def eval_records(
+    prefix, split, batch, runs, ref_runs, reference_name, args, shape, **extra
+):
+    """The records of one split's evaluation at ``batch`` streams, named
+    ``PREFIX[_warm_cache]_eval_SPLIT_bBATCH`` (``args.compile_cache``):
+    the medians of ``runs`` (the package's, dicts with :data:`FIGURES`'
+    keys and ``nll``) against those of ``ref_runs`` (the reference's;
+    empty or None: no reference), both runs' lists, the two losses and
+    their difference (``nll_difference``: both evaluated the same model
+    on the same windows when it is round-off), the repeats' load
+    averages, ``shape``'s window (``bptt``) and ``params``,
+    ``args.isa``, ``args.compile_cache`` and ``extra``."""
+    name = f"{prefix}{cache_infix(args.compile_cache)}_eval_{split}_b{batch}"
     diff = None
     if ref_runs:
         diff = abs(runs[0]["nll"] - ref_runs[0]["nll"])
@@ -114,6 +168,13 @@ def eval_records(name, runs, ref_runs, reference_name, **extra):
         "nll_difference": diff,
         "repeats": len(runs),
         "load_averages": [round(r["load_average"], 2) for r in runs],
+        "split": split,
+        "batch": batch,
+        "bptt": shape["bptt"],
+        "params": shape["params"],
+        "weights": UNTRAINED,
+        "isa": args.isa,
+        "compile_cache": args.compile_cache,
         **extra,
     }
     out = []

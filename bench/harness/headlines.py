@@ -116,6 +116,21 @@ PACKAGE = ("keras_rnnlm", "keras", "fused")
 QUALITY_NOTE = (
     "the paper's in brackets; bits per character for character models"
 )
+#: The pattern, columns, kinds and hidden model of an evaluation through
+#: the CLI beside a reference (:mod:`bench.harness.evaluation`'s records).
+CLI_EVALUATION = {
+    "pattern": r"(?P<row>.+?)_eval_"
+    r"(?P<col>(valid|test)_b\d+(_wall|_peak_rss)?)",
+    "cols": (
+        (r"valid_b\d+", "valid, tok/s"),
+        (r"valid_b\d+_wall", "valid, command s"),
+        (r"test_b\d+", "test, tok/s"),
+        (r"test_b\d+_wall", "test, command s"),
+        (r"(valid|test)_b\d+_peak_rss", "peak RSS, MB"),
+    ),
+    "kinds": ("throughput", "latency", "memory"),
+    "hide_models": ("keras",),
+}
 TABLES = (
     Table(
         "The README's quickstart, run as written (train, score, export)",
@@ -156,16 +171,7 @@ TABLES = (
     Table(
         "Evaluation through the CLI beside the original awd-lstm-lm",
         ("upstream_eval",),
-        r"(?P<row>.+?)_eval_(?P<col>(valid|test)_b\d+(_wall|_peak_rss)?)",
-        (
-            (r"valid_b\d+", "valid, tok/s"),
-            (r"valid_b\d+_wall", "valid, command s"),
-            (r"test_b\d+", "test, tok/s"),
-            (r"test_b\d+_wall", "test, command s"),
-            (r"(valid|test)_b\d+_peak_rss", "peak RSS, MB"),
-        ),
-        kinds=("throughput", "latency", "memory"),
-        hide_models=("keras",),
+        **CLI_EVALUATION,
         note="`keras-rnnlm evaluate` x main.py's evaluate over upstream's "
         "model, same weights, same run; valid at batch 10, test at batch 1; "
         "command s: the whole process",
@@ -173,16 +179,7 @@ TABLES = (
     Table(
         "Evaluation through the CLI beside the repository's PyTorch models",
         ("family_eval",),
-        r"(?P<row>.+?)_eval_(?P<col>(valid|test)_b\d+(_wall|_peak_rss)?)",
-        (
-            (r"valid_b\d+", "valid, tok/s"),
-            (r"valid_b\d+_wall", "valid, command s"),
-            (r"test_b\d+", "test, tok/s"),
-            (r"test_b\d+_wall", "test, command s"),
-            (r"(valid|test)_b\d+_peak_rss", "peak RSS, MB"),
-        ),
-        kinds=("throughput", "latency", "memory"),
-        hide_models=("keras",),
+        **CLI_EVALUATION,
         note="`keras-rnnlm evaluate` x the family's PyTorch model under "
         "`torch.no_grad`, same weights, same windows, same run; valid at the "
         "preset's validation batch, test at batch 1; char/s for mlstm; "

@@ -9,6 +9,7 @@ import types
 
 import numpy as np
 import pytest
+from evaluation_runs import run
 from torch_references import CONFIGS
 from torch_references import VOCAB
 from torch_references import reference
@@ -43,13 +44,6 @@ def test_every_family_is_a_recipe_preset_with_a_reference():
         assert preset in presets and ref_family in FAMILIES
 
 
-def _run(tok_s, nll, command_s=10.0, rss=900.0):
-    return {
-        "tokens_per_s": tok_s, "nll": nll, "command_s": command_s,
-        "rss_mb": rss, "load_average": 1.0, "seconds": 5.0,
-    }  # fmt: skip
-
-
 def test_records_pair_each_keras_figure_with_the_references():
     args = types.SimpleNamespace(
         splits=["valid", "test"], isa="default", compile_cache="off"
@@ -58,9 +52,9 @@ def test_records_pair_each_keras_figure_with_the_references():
         "mlstm": {"batch": {"valid": 32, "test": 1}, "bptt": 100, "params": 9}
     }
     samples = {
-        ("mlstm", "valid", "keras"): [_run(1000.0, 3.0), _run(3000.0, 3.0)],
-        ("mlstm", "valid", "torch"): [_run(1000.0, 3.5, 8.0, 400.0)] * 2,
-        ("mlstm", "test", "keras"): [_run(500.0, 3.0)],
+        ("mlstm", "valid", "keras"): [run(1000.0, 3.0), run(3000.0, 3.0)],
+        ("mlstm", "valid", "torch"): [run(1000.0, 3.5, 8.0, 400.0)] * 2,
+        ("mlstm", "test", "keras"): [run(500.0, 3.0)],
     }
     recs = {r["name"]: r for r in family_eval.records(args, shapes, samples)}
     rate = recs["mlstm_ptb_mlstm_paper_eval_valid_b32"]

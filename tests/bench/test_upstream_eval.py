@@ -10,6 +10,7 @@ import types
 
 import numpy as np
 import pytest
+from evaluation_runs import run
 
 from bench import upstream_eval
 from keras_rnnlm.config import ModelConfig
@@ -82,21 +83,14 @@ def test_upstreams_model_with_the_keras_weights_gives_the_keras_loss(
     assert nll * rows / (rows - 1) == pytest.approx(want, rel=1e-5)
 
 
-def _run(tok_s, nll, command_s=10.0, rss=900.0):
-    return {
-        "tokens_per_s": tok_s, "nll": nll, "command_s": command_s,
-        "rss_mb": rss, "load_average": 1.0, "seconds": 5.0,
-    }  # fmt: skip
-
-
 def test_records_pair_each_keras_figure_with_upstreams():
     args = types.SimpleNamespace(
         splits=["valid"], preset="cpu", isa="default", compile_cache="off"
     )
     shape = {"bptt": 35, "params": 100}
     samples = {
-        ("valid", "keras"): [_run(1000.0, 5.0), _run(3000.0, 5.0)],
-        ("valid", "upstream"): [_run(1000.0, 5.25, 8.0, 400.0)] * 2,
+        ("valid", "keras"): [run(1000.0, 5.0), run(3000.0, 5.0)],
+        ("valid", "upstream"): [run(1000.0, 5.25, 8.0, 400.0)] * 2,
     }
     recs = {r["name"]: r for r in upstream_eval.records(args, shape, samples)}
     rate = recs["awd_lstm_ptb_cpu_eval_valid_b10"]
@@ -118,7 +112,7 @@ def test_a_warm_cache_run_is_its_own_row():
     args = types.SimpleNamespace(
         splits=["test"], preset="cpu", isa="default", compile_cache="warm"
     )
-    samples = {("test", "keras"): [_run(1000.0, 5.0)]}
+    samples = {("test", "keras"): [run(1000.0, 5.0)]}
     recs = upstream_eval.records(args, {"bptt": 35, "params": 1}, samples)
     names = {r["name"] for r in recs}
     assert names == {
