@@ -74,6 +74,7 @@ from bench.harness.options import parse
 from bench.harness.processes import interleave
 from bench.harness.processes import note_import_rss
 from bench.harness.processes import run_child
+from bench.harness.run_dirs import FAMILY_PRESETS
 from bench.harness.run_dirs import write_untrained_run
 from bench.harness.torch_side import set_torch_threads
 from bench.harness.trainer_runs import add_run_arguments
@@ -83,11 +84,14 @@ from bench.harness.trainer_runs import report_records
 MODULE = "bench.family_eval"
 #: family -> (recipe, preset, reference family of bench.reference.sampling).
 FAMILIES = {
-    "zaremba": ("zaremba_ptb", "small", "zaremba"),
-    "awd_lstm_mos": ("awd_lstm_mos_ptb", "cpu", "awd"),
-    "awd_lstm_doc": ("awd_lstm_doc_ptb", "cpu", "awd"),
-    "mlstm": ("mlstm_ptb", "mlstm-paper", "charlm"),
-    "multicell": ("multicell_ptb", "small", "multicell"),
+    family: (*FAMILY_PRESETS[family], reference)
+    for family, reference in {
+        "zaremba": "zaremba",
+        "awd_lstm_mos": "awd",
+        "awd_lstm_doc": "awd",
+        "mlstm": "charlm",
+        "multicell": "multicell",
+    }.items()
 }
 SPLITS = ("valid", "test")
 REFERENCE_NAME = "the family's PyTorch model (bench.reference), no_grad"
@@ -113,10 +117,12 @@ def parser():
 
 def prepare(workdir, family):
     """The family's run directory (untrained weights, seed 0), its
-    PyTorch reference with the same weights, and each split's ids (for
-    the torch child) in ``workdir``; returns each split's batch and
-    window, and the parameter count."""
+    PyTorch reference with the same weights, and each split's streams
+    at its batch (the package's ``batchify``, for the torch child) in
+    ``workdir``; returns each split's batch and window, and the
+    parameter count."""
     from bench.reference.sampling import save_reference
+    from keras_rnnlm.data.streams import batchify
 
     recipe, preset, ref_family = FAMILIES[family]
     config, corpus, model = write_untrained_run(
@@ -131,20 +137,22 @@ def prepare(workdir, family):
         config.to_dict()["model"],
         corpus.vocab.tokens,
     )
-    for split in SPLITS:
-        np.save(os.path.join(workdir, f"{split}.npy"), corpus.split(split))
     data = config.data
+    batches = {
+        "valid": data.eval_batch_size or data.batch_size,
+        "test": data.test_batch_size,
+    }
+    for split, batch in batches.items():
+        streams = batchify(corpus.split(split), batch)
+        np.save(os.path.join(workdir, f"{split}.npy"), streams)
     return {
-        "batch": {
-            "valid": data.eval_batch_size or data.batch_size,
-            "test": data.test_batch_size,
-        },
+        "batch": batches,
         "bptt": data.eval_bptt or data.bptt,
         "params": int(model.count_params()),
     }
 
 
-def measure_torch(workdir, split, batch, bptt):
+def measure_torch(workdir, split, bptt):
     """The PyTorch child: the reference loaded, the split's streams read
     and evaluated (timed)."""
     started = time.perf_counter()
@@ -156,9 +164,7 @@ def measure_torch(workdir, split, batch, bptt):
     from bench.reference.sampling import load_reference
 
     lm = load_reference(os.path.join(workdir, REFERENCE))
-    ids = np.load(os.path.join(workdir, f"{split}.npy"))
-    length = len(ids) // batch  # the package's batchify
-    streams = ids[: length * batch].reshape(batch, length)
+    streams = np.load(os.path.join(workdir, f"{split}.npy"))
     t = time.perf_counter()
     nll, tokens = evaluate(lm, streams, bptt)
     seconds = time.perf_counter() - t
@@ -210,12 +216,11 @@ def measure_all(args, env, tmp):
 
     def one(key):
         family, split, impl = key
-        work, shape = os.path.join(tmp, family), shapes[family]
-        batch = shape["batch"][split]
+        shape = shapes[family]
         if impl == "keras":
             return keras_run(args, env, tmp, shape, family, split)
-        params = {"workdir": work, "split": split, "batch": batch}
-        params.update(impl="torch", bptt=shape["bptt"])
+        params = {"impl": "torch", "split": split, "bptt": shape["bptt"]}
+        params["workdir"] = os.path.join(tmp, family)
         return run_child(MODULE, params, env)
 
     def report(rep, key, r):

@@ -112,6 +112,7 @@ from bench.harness.processes import note_import_rss
 from bench.harness.processes import vm_hwm_mb
 from bench.harness.processes import watch
 from bench.harness.records import record
+from bench.harness.run_dirs import FAMILY_PRESETS
 from bench.harness.torch_side import detach
 from bench.harness.torch_side import set_torch_threads
 from bench.harness.torch_side import torch_version
@@ -128,12 +129,15 @@ from bench.harness.trainer_runs import trainer_command
 MODULE = "bench.family_trainer"
 #: family -> (recipe file stem, default preset, reference module).
 FAMILIES = {
-    "zaremba": ("zaremba_ptb", "small", "zaremba"),
-    "awd_lstm_mos": ("awd_lstm_mos_ptb", "cpu", "awd_lstm"),
-    "awd_lstm_doc": ("awd_lstm_doc_ptb", "cpu", "awd_lstm"),
-    "mlstm": ("mlstm_ptb", "mlstm-paper", "multiplicative"),
-    "multicell": ("multicell_ptb", "small", "multicell"),
-    "awd_lstm": ("awd_lstm_ptb", "cpu", "awd_lstm"),
+    family: (*FAMILY_PRESETS[family], module)
+    for family, module in {
+        "zaremba": "zaremba",
+        "awd_lstm_mos": "awd_lstm",
+        "awd_lstm_doc": "awd_lstm",
+        "mlstm": "multiplicative",
+        "multicell": "multicell",
+        "awd_lstm": "awd_lstm",
+    }.items()
 }
 #: The family that ``upstream`` (salesforce/awd-lstm-lm) runs.
 UPSTREAM_FAMILY = "awd_lstm"

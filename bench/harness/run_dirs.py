@@ -4,6 +4,17 @@ evaluation) run on, since their speed does not depend on the values."""
 
 import os
 
+#: The model each family's benches run: family -> (recipe file stem in
+#: ``recipes/``, preset).
+FAMILY_PRESETS = {
+    "zaremba": ("zaremba_ptb", "small"),
+    "awd_lstm_mos": ("awd_lstm_mos_ptb", "cpu"),
+    "awd_lstm_doc": ("awd_lstm_doc_ptb", "cpu"),
+    "mlstm": ("mlstm_ptb", "mlstm-paper"),
+    "multicell": ("multicell_ptb", "small"),
+    "awd_lstm": ("awd_lstm_ptb", "cpu"),
+}
+
 
 def write_untrained_run(recipe, preset, run_dir, seed=0):
     """Writes ``run_dir`` (``config.json``, ``vocab.json`` and
