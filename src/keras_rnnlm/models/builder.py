@@ -12,6 +12,9 @@ in graph order: the inputs, the input encoding (:func:`_input_encoding`,
 rates of :func:`layer_dropouts`) and the output head (:func:`_output_head`).
 """
 
+import contextlib
+import random
+
 import keras
 
 from keras_rnnlm.config import ConfigError
@@ -100,6 +103,32 @@ CONTEXT_INIT_SEED = 400
 def stream_seed(seed, offset):
     """The seed of one stream of randomness (``None``: unseeded)."""
     return None if seed is None else seed + offset
+
+
+@contextlib.contextmanager
+def seeded_defaults(seed):
+    """Keras's own default initializers (``model.init_range = None``, the
+    character presets) seeded from ``seed`` inside the block.
+
+    A Keras initializer or seed generator made without a seed draws one
+    from Python's ``random`` when it is made, so two builds with the same
+    ``seed`` differed unless the process had seeded ``random`` just
+    before. Inside the block ``random`` is seeded with ``seed``, as
+    ``keras.utils.set_random_seed(seed)`` seeds it (so a seeded build
+    gives the weights the trainer's runs, which call it first, start
+    from), and its state is put back after the block: the build leaves
+    the process's generator as it found it. ``None``: nothing is done.
+    Not for builds on several threads at once.
+    """
+    if seed is None:
+        yield
+        return
+    state = random.getstate()
+    random.seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(state)
 
 
 def layer_dropouts(config):
@@ -356,7 +385,8 @@ def build_language_model(
             on a stream); reset it with
             :func:`~keras_rnnlm.models.state.reset_states`.
         seed: seed of the weight initializers and dropout layers (each
-            stream of randomness at its own offset, ``*_SEED``).
+            stream of randomness at its own offset, ``*_SEED``; Keras's
+            default initializers from it too, :func:`seeded_defaults`).
         name: model name.
         recurrent_output_hook: optional ``hook(i, outputs) -> outputs``
             applied to the (raw) output of recurrent layer ``i`` (0-based)
@@ -387,6 +417,32 @@ def build_language_model(
         "reset"}`` of its inputs.
     """
     validate_model_config(config)
+    with seeded_defaults(seed):
+        return _build(
+            config,
+            vocab_size,
+            batch_size,
+            stateful,
+            seed,
+            name,
+            recurrent_output_hook,
+            targets_input,
+            reset_input,
+        )
+
+
+def _build(
+    config,
+    vocab_size,
+    batch_size,
+    stateful,
+    seed,
+    name,
+    recurrent_output_hook,
+    targets_input,
+    reset_input,
+):
+    """:func:`build_language_model`'s model (its arguments)."""
     batch_shape = (batch_size if stateful else None, None)
     tokens = keras.Input(batch_shape=batch_shape, dtype="int32", name="tokens")
     targets = None
