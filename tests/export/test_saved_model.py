@@ -91,8 +91,8 @@ def test_layout_assets_and_no_cudnn(exported):
     ops = _graph_ops(path)
     assert not {op for op in ops if op.startswith("Cudnn")}
     assert any("Whitespace" in op for op in ops)  # tensorflow_text inside
-    # Inference only: no optimizer or gradient ops, no random ops but the
-    # sampling noise of generate (stateless, keyed by its seed input).
+    # Inference only: no optimizer or gradient ops, no random ops (the
+    # sampling noise of generate is a hash of its seed input).
     assert not {op for op in ops if op.startswith(("ApplyAdam", "Resource"))}
     loaded = tf.saved_model.load(path)
     for name, fn in loaded.signatures.items():
@@ -101,13 +101,9 @@ def test_layout_assets_and_no_cudnn(exported):
         for f in graph.library.function:
             used.update(n.op for n in f.node_def)
         random = {op for op in used if "Random" in op or "Dropout" in op}
-        if name == "generate":
-            assert random == {
-                "StatelessRandomGetKeyCounter",
-                "StatelessRandomUniformV2",
-            }
-        else:
-            assert not random, name
+        assert not random, name
+        if name == "generate":  # the noise's hash
+            assert {"BitwiseXor", "RightShift"} <= used
 
 
 @pytest.mark.slow

@@ -32,13 +32,13 @@ CORE_OPS = {
     "UnsortedSegmentSum", "VarHandleOp", "VarIsInitializedOp", "Where",
     "While", "StringSplitV2", "RaggedTensorFromVariant",
     # generate: the generation loop's (tests/generation/test_loop.py's
-    # LOOP_OPS: the samplers' ArgMax, their stateless noise, the loop's
+    # LOOP_OPS: the samplers' ArgMax, their noise's hash, the loop's
     # masks), the sampler switch (StatelessCase), a few comparisons and
     # reductions of its input checks, and the text (ReduceJoin). Core ops
     # of TensorFlow 2.x (the test below checks each is registered).
-    "Any", "ArgMax", "Bitcast", "BitwiseAnd", "Greater", "LogicalNot",
-    "LogicalOr", "Min", "NotEqual", "ReduceJoin", "StatelessCase",
-    "StatelessRandomGetKeyCounter", "StatelessRandomUniformV2",
+    "Any", "ArgMax", "Bitcast", "BitwiseAnd", "BitwiseXor", "Greater",
+    "LogicalNot", "LogicalOr", "Min", "NotEqual", "ReduceJoin",
+    "RightShift", "StatelessCase",
 }  # fmt: skip
 # tensorflow-text ops that tensorflow-text 2.12.1 has (the version linked
 # by stock TF Serving 2.12-2.19): WhitespaceTokenizeWithOffsetsV2 exists

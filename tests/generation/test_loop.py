@@ -218,14 +218,15 @@ def test_the_prefill_stops_before_the_first_reset_after_the_start():
 #: which a stock TF Serving has. A new op fails the test on purpose.
 LOOP_OPS = {
     "AddV2", "All", "Any", "ArgMax", "BiasAdd", "Bitcast", "BitwiseAnd",
-    "BroadcastTo", "Cast", "ConcatV2", "Const", "Cumsum", "Einsum",
+    "BitwiseXor", "BroadcastTo", "Cast", "ConcatV2", "Const", "Cumsum",
+    "Einsum",
     "Equal", "Exp", "ExpandDims", "Fill", "FloorDiv", "GatherV2",
     "GreaterEqual", "Identity", "If", "IsFinite", "Less", "LessEqual", "Log",
     "LogSoftmax", "LogicalAnd", "LogicalNot", "LogicalOr", "MatMul", "Max",
     "Maximum", "Minimum", "Mul", "Neg", "NoOp", "Pack", "Pad",
     "Placeholder", "Prod", "Range", "ReadVariableOp", "RealDiv", "Reshape",
-    "SelectV2", "Shape", "Sigmoid", "Split", "StatelessRandomGetKeyCounter",
-    "StatelessRandomUniformV2", "StopGradient", "StridedSlice", "Sub",
+    "RightShift", "SelectV2", "Shape", "Sigmoid", "Split", "StopGradient",
+    "StridedSlice", "Sub",
     "Sum", "Tanh", "TensorListFromTensor", "TensorListGetItem",
     "TensorListReserve", "TensorListSetItem", "TensorListStack", "TopKV2",
     "Transpose", "UnsortedSegmentSum", "While", "ZerosLike",

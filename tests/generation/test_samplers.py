@@ -105,21 +105,65 @@ def test_bad_parameters_name_their_argument(make, argument):
     assert e.value.argument == argument
 
 
-def test_noise_is_keras_random_at_step_zero_and_keyed_by_step():
-    """Step 0 is keras.random.uniform with the int seed (Keras's key is
-    [seed, 0]); another step or seed is other noise; a row's noise does
+def _reference_uniform(batch, n, seed, step):
+    """The noise's hash written again in NumPy's uint32 arithmetic."""
+
+    def mix(x):
+        x = x ^ (x >> np.uint32(16))
+        x = x * np.uint32(0x85EBCA6B)
+        x = x ^ (x >> np.uint32(13))
+        x = x * np.uint32(0xC2B2AE35)
+        return x ^ (x >> np.uint32(16))
+
+    with np.errstate(over="ignore"):
+        counter = (
+            np.arange(batch, dtype=np.uint32)[:, None] * np.uint32(n)
+            + np.arange(n, dtype=np.uint32)[None, :]
+        )
+        salted = np.uint32(seed) ^ np.uint32(0x9E3779B9)
+        key = mix(mix(salted) + np.uint32(step) * np.uint32(0x7FEB352D))
+        bits = mix(mix(counter ^ key) + key)
+    return ((bits >> np.uint32(8)).astype(np.float32) + 0.5) * 2.0**-24
+
+
+def test_noise_is_the_hash_keyed_by_seed_and_step():
+    """The noise is the counter hash on every backend (this test also
+    runs on JAX); another step or seed is other noise; a row's noise does
     not depend on the batch size."""
-    want = ops.convert_to_numpy(keras.random.uniform((3, 50), seed=11))
-    got = ops.convert_to_numpy(stateless_uniform((3, 50), 11, 0))
-    np.testing.assert_array_equal(got, want)
+    got = ops.convert_to_numpy(stateless_uniform((3, 50), 11, 4))
+    np.testing.assert_array_equal(got, _reference_uniform(3, 50, 11, 4))
     assert not np.array_equal(
-        ops.convert_to_numpy(stateless_uniform((3, 50), 11, 1)), got
+        ops.convert_to_numpy(stateless_uniform((3, 50), 11, 5)), got
     )
     assert not np.array_equal(
-        ops.convert_to_numpy(stateless_uniform((3, 50), 12, 0)), got
+        ops.convert_to_numpy(stateless_uniform((3, 50), 12, 4)), got
     )
-    wide = ops.convert_to_numpy(stateless_uniform((9, 50), 11, 0))
+    wide = ops.convert_to_numpy(stateless_uniform((9, 50), 11, 4))
     np.testing.assert_array_equal(wide[:3], got)
+    big = _reference_uniform(1000, 1000, 3, 1)
+    assert 0.0 < big.min() and big.max() < 1.0
+    assert abs(big.mean() - 0.5) < 1e-3  # sd of the mean: 2.9e-4
+    assert abs(big.var() - 1.0 / 12.0) < 1e-3
+    cells = np.bincount((big * 100).astype(int).ravel(), minlength=100)
+    assert stats.chisquare(cells).pvalue > 1e-3
+
+
+def test_noise_is_the_same_inside_an_xla_program():
+    """A traced seed and step, in TensorFlow's kernels and compiled by
+    XLA, give the same bits (TensorFlow's own stateless random ops do
+    not)."""
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("TensorFlow's XLA")
+    import tensorflow as tf
+
+    def noise(seed, step):
+        return stateless_uniform((4, 30), seed, step)
+
+    args = (tf.constant(9), tf.constant(2))
+    plain = tf.function(noise)(*args).numpy()
+    compiled = tf.function(noise, jit_compile=True)(*args).numpy()
+    np.testing.assert_array_equal(plain, compiled)
+    np.testing.assert_array_equal(plain, _reference_uniform(4, 30, 9, 2))
 
 
 def test_greedy_is_the_argmax():

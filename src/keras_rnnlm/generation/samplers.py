@@ -20,8 +20,8 @@ Named and parametrised as keras-hub's (``keras_hub.samplers``):
 seed, step)`` on a ``(batch, vocab)`` tensor of log-probabilities and
 returns the ``(batch,)`` int32 token ids. Every path that generates (the
 compiled loop of a run directory, and the export's graph) calls it. It
-uses ``keras.ops`` and one stateless random op, so it traces into a
-``tf.function`` whose ops a stock TF Serving runs, or a ``jax.jit``.
+uses ``keras.ops`` only, so it traces into a ``tf.function`` whose ops a
+stock TF Serving runs, or a ``jax.jit``.
 A sampler's parameters (``temperature``, ``k``, ``p``) may be traced
 scalar tensors: the export's ``generate`` signature builds its samplers
 from its inputs, which its graph checks (a tensor is not checked here).
@@ -34,20 +34,19 @@ argmax over their candidate set only. The noise of row ``r`` at step
 ``t`` depends on ``(seed, t, r)`` alone (not on the batch's other rows or
 size), so the same seed gives the same tokens on every path.
 
-Keras 3.15's ``keras.random`` takes an int or a ``SeedGenerator`` as its
-seed and, on TensorFlow, refuses a tensor (``ValueError``; on JAX a
-``uint32`` key tensor passes through). A seed that is a traced tensor
-(the step of a compiled loop) therefore goes to the backend's stateless
-op: ``tf.random.stateless_uniform`` with the int32 key ``[seed, step]``
-on TensorFlow, ``keras.random.uniform`` with the uint32 key ``[seed,
-step]`` on JAX. At step 0 both equal ``keras.random.uniform(shape,
-seed=seed)`` (Keras's own key for an int seed is ``[seed, 0]``), which
-the tests check.
+The noise is a counter-based hash written in ``keras.ops`` integer
+arithmetic (:func:`stateless_uniform`), not a backend's random op:
+integer operations give the same bits everywhere, so the same seed gives
+the same noise on TensorFlow's kernels, inside an XLA program (whose
+Philox does not give the bits of TensorFlow's own kernel for the same
+key) and on JAX, and a run directory, its export and the other backend
+sample the same tokens (the log-probabilities they perturb agree to
+round-off).
 """
 
 import numbers
 
-import keras
+import numpy as np
 from keras import ops
 
 from keras_rnnlm.generation.errors import GenerationError
@@ -71,33 +70,55 @@ def check_seed(seed):
     return int(seed)
 
 
-def stateless_uniform(shape, seed, step):
-    """Uniform float32 noise in ``[0, 1)`` of ``shape``, a function of
-    ``(seed, step)`` only (either may be a traced int32 scalar). Row
-    ``r`` of a ``(batch, n)`` draw is the same for every ``batch > r``."""
-    backend = keras.backend.backend()
-    if backend == "tensorflow":
-        import tensorflow as tf  # the TensorFlow backend
+#: murmur3's 32-bit finaliser's multipliers (:func:`_mix32`).
+_MIX = (0x85EBCA6B, 0xC2B2AE35)
+#: Constants that set the seed and the step apart in the key (the golden
+#: ratio's and a hash multiplier's bits).
+_SEED_SALT = 0x9E3779B9
+_STEP_SCALE = 0x7FEB352D
 
-        key = tf.stack([tf.cast(seed, tf.int32), tf.cast(step, tf.int32)])
-        return tf.random.stateless_uniform(shape, seed=key, dtype=tf.float32)
-    if backend == "jax":
-        key = ops.stack(
-            [ops.cast(seed, "uint32"), ops.cast(step, "uint32")], axis=0
-        )
-        return keras.random.uniform(shape, dtype="float32", seed=key)
-    raise NotImplementedError(
-        f"Sampling with a traced seed is implemented for the TensorFlow and "
-        f"JAX backends, not {backend!r}"
+
+def _uint32(value):
+    return ops.convert_to_tensor(np.uint32(value), "uint32")
+
+
+def _mix32(x):
+    """murmur3's 32-bit finaliser: every input bit flips about half of
+    the output bits (uint32, wrapping arithmetic)."""
+    x = ops.bitwise_xor(x, ops.right_shift(x, _uint32(16)))
+    x = ops.multiply(x, _uint32(_MIX[0]))
+    x = ops.bitwise_xor(x, ops.right_shift(x, _uint32(13)))
+    x = ops.multiply(x, _uint32(_MIX[1]))
+    return ops.bitwise_xor(x, ops.right_shift(x, _uint32(16)))
+
+
+def stateless_uniform(shape, seed, step):
+    """Uniform float32 noise in ``(0, 1)`` of ``(batch, n)`` ``shape``, a
+    function of ``(seed, step)`` only (either may be a traced int32
+    scalar): entry ``(r, j)`` is the top 24 bits of a hash of the counter
+    ``r * n + j`` under a key made from the seed and the step (two rounds
+    of :func:`_mix32`), centred in its ``2**-24`` cell. Row ``r`` is the
+    same for every ``batch > r``; the bits are the same on every backend,
+    compiled or not."""
+    batch, n = shape[0], shape[1]
+    rows = ops.cast(ops.arange(batch, dtype="int32"), "uint32")
+    cols = ops.cast(ops.arange(n, dtype="int32"), "uint32")
+    counter = ops.add(
+        ops.multiply(ops.expand_dims(rows, 1), ops.cast(n, "uint32")),
+        ops.expand_dims(cols, 0),
     )
+    salted = ops.bitwise_xor(ops.cast(seed, "uint32"), _uint32(_SEED_SALT))
+    stepped = ops.multiply(ops.cast(step, "uint32"), _uint32(_STEP_SCALE))
+    key = _mix32(ops.add(_mix32(salted), stepped))
+    bits = _mix32(ops.add(_mix32(ops.bitwise_xor(counter, key)), key))
+    top = ops.cast(ops.right_shift(bits, _uint32(8)), "float32")
+    return (top + 0.5) * (2.0**-24)
 
 
 def gumbel_noise(shape, seed, step):
     """Standard Gumbel noise ``-log(-log u)`` (see
     :func:`stateless_uniform`)."""
-    u = stateless_uniform(shape, seed, step)
-    tiny = 1e-30  # u = 0 would give -inf: never the argmax anyway
-    return -ops.log(-ops.log(ops.maximum(u, tiny)))
+    return -ops.log(-ops.log(stateless_uniform(shape, seed, step)))
 
 
 def _traced(value):
