@@ -338,8 +338,12 @@ class LanguageModel:
 
     def _generation_loop(self):
         if self._loop is None:
+            # a character-level model's loop runs as one XLA program
+            # (GenerationLoop's whole_program, measured there)
             self._loop = GenerationLoop(
-                self.scorer.inference, self._reset_ids()
+                self.scorer.inference,
+                self._reset_ids(),
+                whole_program=self.scorer.tokenization.mode != "whitespace",
             )
         return self._loop
 

@@ -383,3 +383,59 @@ def test_the_loops_kept_for_sampler_settings_are_bounded(scorer, monkeypatch):
     again = loop(prompt, RandomSampler(temperature=0.5), 2, 1)
     np.testing.assert_array_equal(again["token_ids"], first["token_ids"])
     assert len(loop._compiled) == loop_module.MAX_LOOPS
+
+
+def test_bucket_and_floor_power():
+    from keras_rnnlm.generation.loop import bucket
+    from keras_rnnlm.generation.loop import floor_power
+
+    assert [bucket(n, 1) for n in (1, 2, 3, 5, 64)] == [1, 2, 4, 8, 64]
+    assert [bucket(n, 32, 4) for n in (1, 32, 33, 129)] == [32, 32, 128, 512]
+    assert [floor_power(n, 4) for n in (1, 3, 4, 21, 64)] == [1, 1, 4, 16, 64]
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="TensorFlow's XLA program of the generation loop",
+)
+@pytest.mark.parametrize("sentence_reset", [None, "line"])
+def test_the_whole_program_samples_the_graphs_tokens(sentence_reset):
+    """One XLA program (rows, prompt width and output columns rounded up,
+    the prompt partly read one input a step) samples the tokens of the
+    graph's loop, with their log-probabilities, for prompts of mixed
+    lengths, batches of 1 to 5, a stop token and no tokens at all; the
+    temperature and the stop token are inputs (one program a sampler
+    class); a top-k sampler, a cache or a call beyond the limits runs
+    in the graph."""
+    from keras_rnnlm.generation import loop as loop_module
+
+    scorer = _scorer(sentence_reset=sentence_reset)
+    reset_ids = reset_token_ids(VOCAB, sentence_reset)
+    graph = GenerationLoop(scorer.inference, reset_ids)
+    whole = GenerationLoop(scorer.inference, reset_ids, whole_program=True)
+    texts = PROMPTS + ["w5 <eos> w6", "w7"]
+    cases = [
+        (texts[:1], GreedySampler(), 9, -1),
+        (texts[:5], RandomSampler(0.7), 20, -1),
+        (texts[2:6], RandomSampler(1.3), 13, VOCAB.eos_id),
+        (texts[:3], RandomSampler(1.3), 0, -1),
+    ]
+    for seed, (prompts, sampler, max_tokens, stop_id) in enumerate(cases):
+        args = (_inputs(scorer, prompts), sampler, max_tokens, seed, stop_id)
+        want, got = graph(*args), whole(*args)
+        assert set(got) == set(want)
+        for key in ("token_ids", "num_tokens", "stopped"):
+            np.testing.assert_array_equal(got[key], want[key])
+        np.testing.assert_allclose(
+            got["log_probs"], want["log_probs"], atol=1e-5
+        )
+    assert set(whole._programs) == {GreedySampler, RandomSampler}
+    prompt = _inputs(scorer, ["w3"])
+    assert whole._whole_program(TopKSampler(3), None, (1, 2), 4) is None
+    cache = CacheConfig(window=4, theta=0.5, lam=0.2)
+    assert whole._whole_program(RandomSampler(), cache, (1, 2), 4) is None
+    rows, _, columns = (high for _, _, high in loop_module.WHOLE_PROGRAM_SHAPES)
+    for shape, n in (((rows + 1, 2), 4), ((1, 2), columns + 1)):
+        assert whole._whole_program(RandomSampler(), None, shape, n) is None
+    assert whole._whole_program(RandomSampler(), None, (rows, 2), columns)
+    assert whole(prompt, RandomSampler(), 3, 1)["token_ids"].shape == (1, 3)

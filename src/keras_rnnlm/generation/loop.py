@@ -46,6 +46,8 @@ from keras import ops
 
 from keras_rnnlm.cache_pointer import mix_log_probs
 from keras_rnnlm.data.sentences import sentence_starts
+from keras_rnnlm.generation.samplers import GreedySampler
+from keras_rnnlm.generation.samplers import RandomSampler
 from keras_rnnlm.loops.loop_parts import may_split
 
 
@@ -139,6 +141,7 @@ def generate_ids(
     stop_id=-1,
     reset_ids=(),
     cache=None,
+    capacity=None,
 ):
     """Samples up to ``max_tokens`` tokens after each row's prompt (see
     the module docstring).
@@ -158,10 +161,13 @@ def generate_ids(
             (:func:`reset_token_ids`).
         cache: a :class:`~keras_rnnlm.cache_pointer.CacheConfig` (its
             natural start, ``reference=False``) or ``None``.
+        capacity: the outputs' columns, at least ``max_tokens`` (a
+            constant, so that an XLA program's shapes do not depend on
+            ``max_tokens``; ``None``: ``max_tokens``).
 
     Returns:
-        A dict: ``token_ids`` int32 ``(B, max_tokens)`` (-1 after a row's
-        end), ``log_probs`` float32 ``(B, max_tokens)`` (the natural log
+        A dict: ``token_ids`` int32 ``(B, capacity)`` (-1 after a row's
+        end), ``log_probs`` float32 ``(B, capacity)`` (the natural log
         of each token's probability under the model, the cache mixed in,
         before the sampler's temperature and filtering; 0 after the end),
         ``num_tokens`` int32 ``(B,)`` and ``stopped`` bool ``(B,)``
@@ -201,9 +207,11 @@ def generate_ids(
         seen = ops.zeros((batch,), "int32") + (prefill - 1)
         memory = (memory_keys, memory_values, seen)
 
-    columns = ops.expand_dims(ops.arange(max_tokens, dtype="int32"), 0)
-    out_ids = ops.full((batch, max_tokens), -1, "int32")
-    out_lp = ops.zeros((batch, max_tokens), "float32")
+    if capacity is None:
+        capacity = max_tokens
+    columns = ops.expand_dims(ops.arange(capacity, dtype="int32"), 0)
+    out_ids = ops.full((batch, capacity), -1, "int32")
+    out_lp = ops.zeros((batch, capacity), "float32")
     num = ops.zeros((batch,), "int32")
     stopped = ops.zeros((batch,), "bool")
     done = ops.logical_or(stopped, max_tokens <= 0)
@@ -368,6 +376,119 @@ class BatchTraces:
 #: Traces a :class:`BatchTraces` keeps at most (the dynamic one among
 #: them).
 MAX_BATCH_TRACES = 4
+
+
+def bucket(n, smallest, factor=2):
+    """``n`` rounded up to ``smallest`` times a power of ``factor``."""
+    size = smallest
+    while size < n:
+        size *= factor
+    return size
+
+
+def floor_power(n, factor):
+    """The largest power of ``factor`` not above ``n`` (``n`` >= 1)."""
+    size = 1
+    while size * factor <= n:
+        size *= factor
+    return size
+
+
+#: How :class:`WholeProgram` rounds a call's shapes up, as ``(smallest,
+#: factor, largest)``: its rows, its prompt width (inputs) and its output
+#: columns (tokens). A call beyond any largest runs in the TensorFlow
+#: graph instead.
+WHOLE_PROGRAM_SHAPES = ((1, 2, 64), (32, 4, 2048), (16, 4, 4096))
+#: The samplers a :class:`WholeProgram` runs (their parameter, the
+#: temperature, a tensor): top-k and top-p take their ``k`` as a constant
+#: of XLA's program, so they run in the graph.
+WHOLE_PROGRAM_SAMPLERS = (GreedySampler, RandomSampler)
+#: The prompt inputs a :class:`WholeProgram` reads as one sequence: the
+#: shortest row's (see :func:`prefill_length`) rounded down to a power of
+#: this.
+PREFILL_FACTOR = 4
+
+
+class WholeProgram:
+    """The TensorFlow generation loop as one XLA program: the prompt's
+    reading, every step's model, the sampler and the loop's bookkeeping
+    fused, with no TensorFlow op dispatched a step.
+
+    Why: a character-level model's step is small (the mLSTM of
+    ``recipes/mlstm_ptb.py`` has about 0.3M weights and 50 symbols), so
+    in the TensorFlow graph the per-op dispatch of the loop's ops sets
+    its speed. Measured on that model, untrained, a 2-core AMD EPYC with
+    AVX-512, 200 tokens after a 20-character prompt: batch 1, 3,900-8,200
+    tokens/s in the graph against 28,000-30,000 as one program; batch
+    32, 45,600-48,100 against 62,200-78,600 (one and two threads). A
+    word-level model's step is its large softmax's, where XLA's program
+    was slower than the graph's kernels (the AWD-LSTM ``cpu`` shape:
+    250-350 against 400-750 tokens/s at batch 1): they stay in the graph
+    (:class:`GenerationLoop`'s ``whole_program``).
+
+    XLA compiles one program per shape and per value of what sets one:
+    the rows, the prompt width and the output columns are rounded up
+    (:data:`WHOLE_PROGRAM_SHAPES`; padding rows copy the first row's
+    prompt and are dropped, and the noise of a row does not depend on the
+    others), and the prompt inputs read as one sequence rounded down to a
+    power of :data:`PREFILL_FACTOR` (the rest are read one a step). So one
+    loop compiles at most 7 x 4 x 5 x 6 programs for each of the two
+    samplers of :data:`WHOLE_PROGRAM_SAMPLERS`, each kept for the
+    process's life (XLA's compilation cache does not drop programs); the
+    sampler's temperature and the stop token are inputs, not constants,
+    so new values compile nothing. ``fn(ids, lengths, seed, max_tokens,
+    prefill, capacity, stop_id, temperature)`` is the compiled
+    :func:`generate_ids`.
+    """
+
+    def __init__(self, fn, reset_ids=()):
+        self.fn = fn
+        self.reset_ids = reset_ids
+
+    @staticmethod
+    def fits(batch, width, max_tokens):
+        """Whether a call of these sizes runs as one program."""
+        return all(
+            bucket(n, low, factor) <= high
+            for n, (low, factor, high) in zip(
+                (batch, width, max_tokens), WHOLE_PROGRAM_SHAPES
+            )
+        )
+
+    def __call__(self, ids, lengths, seed, max_tokens, stop_id, temperature):
+        batch, width = ids.shape
+        rows, columns, capacity = (
+            bucket(n, low, factor)
+            for n, (low, factor, _) in zip(
+                (batch, width, int(max_tokens)), WHOLE_PROGRAM_SHAPES
+            )
+        )
+        if self.reset_ids:
+            prefill = int(prefill_length(ids, lengths, self.reset_ids))
+        else:  # the shortest row (prefill_length without its eager ops)
+            prefill = max(int(lengths.min()), 1)
+        padded = np.zeros((rows, columns), np.int32)
+        padded[:batch, :width] = ids
+        padded[batch:] = padded[0]
+        padded_lengths = np.full(rows, lengths[0], np.int32)
+        padded_lengths[:batch] = lengths
+        out = self.fn(
+            padded,
+            padded_lengths,
+            np.int32(seed),
+            np.int32(max_tokens),
+            np.int32(floor_power(prefill, PREFILL_FACTOR)),
+            np.int32(capacity),
+            np.int32(stop_id),
+            np.float32(temperature),
+        )
+        out = {k: ops.convert_to_numpy(v)[:batch] for k, v in out.items()}
+        n = int(max_tokens)
+        out["token_ids"] = out["token_ids"][:, :n]
+        out["log_probs"] = out["log_probs"][:, :n]
+        return out
+
+
 #: Compiled loops (one per sampler, stop token and cache) a
 #: :class:`GenerationLoop` keeps at most.
 MAX_LOOPS = 8
@@ -387,20 +508,28 @@ class GenerationLoop:
     run as row blocks, :class:`BatchTraces`; the prefill computed in the
     graph, called as its concrete function), a ``jax.jit`` on JAX (one per
     shape, length and prefill), one per (sampler, stop token, cache), the
-    :data:`MAX_LOOPS` most recently used kept.
+    :data:`MAX_LOOPS` most recently used kept. With ``whole_program``, a
+    TensorFlow call of the greedy or random sampler without a cache, of
+    shapes within :data:`WHOLE_PROGRAM_SHAPES`, runs as one XLA program
+    instead (:class:`WholeProgram`); it samples the same tokens.
 
     Args:
         inference: the :class:`~keras_rnnlm.scoring.InferenceModel`.
         reset_ids: the inputs before which a sentence-level run resets
             its recurrent states (:func:`reset_token_ids`).
+        whole_program: on TensorFlow, run a call that fits
+            :class:`WholeProgram`'s shapes as one XLA program (for
+            character-level models; see there).
     """
 
-    def __init__(self, inference, reset_ids=()):
+    def __init__(self, inference, reset_ids=(), whole_program=False):
         self.inference = inference
         self.reset_ids = [int(i) for i in reset_ids]
+        self.whole_program = whole_program
         self._compiled = RecentlyUsed(
             lambda key: self._compile(*key), MAX_LOOPS
         )
+        self._programs = {}  # sampler class -> WholeProgram
 
     def __call__(self, prompts, sampler, max_tokens, seed, stop_id=-1,
                  cache=None):  # fmt: skip
@@ -413,9 +542,66 @@ class GenerationLoop:
         ids = np.zeros((len(prompts), int(lengths.max())), np.int32)
         for row, p in enumerate(prompts):
             ids[row, : len(p)] = p
+        program = self._whole_program(sampler, cache, ids.shape, max_tokens)
+        if program is not None:
+            return program(
+                ids, lengths, seed, max_tokens, stop_id, sampler.temperature
+            )
         fn = self._function(sampler, int(stop_id), cache)
         out = fn(ids, lengths, np.int32(seed), np.int32(max_tokens))
         return {k: ops.convert_to_numpy(v) for k, v in out.items()}
+
+    def _whole_program(self, sampler, cache, shape, max_tokens):
+        """The :class:`WholeProgram` that runs this call, or ``None``
+        (the call runs in the TensorFlow graph): one per sampler class
+        (:data:`WHOLE_PROGRAM_SAMPLERS`), the temperature and the stop
+        token its inputs."""
+        if not (
+            self.whole_program
+            and cache is None
+            and type(sampler) in WHOLE_PROGRAM_SAMPLERS
+            and keras.backend.backend() == "tensorflow"
+            and WholeProgram.fits(*shape, max_tokens)
+        ):
+            return None
+        cls = type(sampler)
+        if cls not in self._programs:
+            self._programs[cls] = WholeProgram(
+                self._program_function(cls), self.reset_ids
+            )
+        return self._programs[cls]
+
+    def _program_function(self, cls):
+        import tensorflow as tf  # the TensorFlow backend
+
+        def fn(ids, lengths, seed, max_tokens, prefill, capacity, stop_id,
+               temperature):  # fmt: skip
+            sampler = cls() if cls is GreedySampler else cls(temperature)
+            return generate_ids(
+                self.inference,
+                sampler,
+                ids,
+                lengths,
+                max_tokens=max_tokens,
+                seed=seed,
+                prefill=prefill,
+                stop_id=stop_id,
+                reset_ids=self.reset_ids,
+                capacity=capacity,
+            )
+
+        scalar = tf.TensorSpec([], tf.int32)
+        return tf.function(
+            fn,
+            input_signature=[
+                tf.TensorSpec([None, None], tf.int32),
+                tf.TensorSpec([None], tf.int32),
+                *[scalar] * 5,
+                tf.TensorSpec([], tf.float32),
+            ],
+            jit_compile=True,
+            autograph=False,
+        ).get_concrete_function()
 
     def _function(self, sampler, stop_id, cache):
         return self._compiled.get((sampler, stop_id, cache))
