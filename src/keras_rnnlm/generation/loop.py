@@ -577,18 +577,10 @@ class GenerationLoop:
         def fn(ids, lengths, seed, max_tokens, prefill, capacity, stop_id,
                temperature):  # fmt: skip
             sampler = cls() if cls is GreedySampler else cls(temperature)
-            return generate_ids(
-                self.inference,
-                sampler,
-                ids,
-                lengths,
-                max_tokens=max_tokens,
-                seed=seed,
-                prefill=prefill,
-                stop_id=stop_id,
-                reset_ids=self.reset_ids,
-                capacity=capacity,
-            )
+            return self._generate_ids(
+                sampler, stop_id, None, ids, lengths, seed, max_tokens,
+                prefill, capacity,
+            )  # fmt: skip
 
         scalar = tf.TensorSpec([], tf.int32)
         return tf.function(
@@ -606,20 +598,29 @@ class GenerationLoop:
     def _function(self, sampler, stop_id, cache):
         return self._compiled.get((sampler, stop_id, cache))
 
+    def _generate_ids(self, sampler, stop_id, cache, prompt_ids, lengths,
+                      seed, max_tokens, prefill, capacity=None):  # fmt: skip
+        """:func:`generate_ids` of this loop's graph and resets."""
+        return generate_ids(
+            self.inference,
+            sampler,
+            prompt_ids,
+            lengths,
+            max_tokens=max_tokens,
+            seed=seed,
+            prefill=prefill,
+            stop_id=stop_id,
+            reset_ids=self.reset_ids,
+            cache=cache,
+            capacity=capacity,
+        )
+
     def _compile(self, sampler, stop_id, cache):
         def fn(prompt_ids, lengths, seed, max_tokens, prefill):
-            return generate_ids(
-                self.inference,
-                sampler,
-                prompt_ids,
-                lengths,
-                max_tokens=max_tokens,
-                seed=seed,
-                prefill=prefill,
-                stop_id=stop_id,
-                reset_ids=self.reset_ids,
-                cache=cache,
-            )
+            return self._generate_ids(
+                sampler, stop_id, cache, prompt_ids, lengths, seed,
+                max_tokens, prefill,
+            )  # fmt: skip
 
         backend = keras.backend.backend()
         if backend == "tensorflow":

@@ -418,82 +418,63 @@ def build_language_model(
     """
     validate_model_config(config)
     with seeded_defaults(seed):
-        return _build(
-            config,
-            vocab_size,
-            batch_size,
-            stateful,
-            seed,
-            name,
-            recurrent_output_hook,
-            targets_input,
-            reset_input,
+        batch_shape = (batch_size if stateful else None, None)
+        tokens = keras.Input(
+            batch_shape=batch_shape, dtype="int32", name="tokens"
         )
-
-
-def _build(
-    config,
-    vocab_size,
-    batch_size,
-    stateful,
-    seed,
-    name,
-    recurrent_output_hook,
-    targets_input,
-    reset_input,
-):
-    """:func:`build_language_model`'s model (its arguments)."""
-    batch_shape = (batch_size if stateful else None, None)
-    tokens = keras.Input(batch_shape=batch_shape, dtype="int32", name="tokens")
-    targets = None
-    if targets_input and config.sampled_softmax:
-        targets = keras.Input(
-            batch_shape=batch_shape, dtype="int32", name="targets"
-        )
-    reset = None
-    if reset_input:
-        cell = recurrent_layer_name(config)
-        if cell not in RESET_CELLS:
-            raise ConfigError(
-                f"Sentence-level state reset is built for the recurrent "
-                f"layers {RESET_CELLS}, not {cell!r}"
+        targets = None
+        if targets_input and config.sampled_softmax:
+            targets = keras.Input(
+                batch_shape=batch_shape, dtype="int32", name="targets"
             )
-        dropped = [
-            f"{k}={v}"
-            for k, v in config.cell_kwargs.items()
-            if k in ("dropout", "recurrent_dropout") and v
-        ]
-        if dropped:
-            raise ConfigError(
-                f"Sentence-level state reset does not support the "
-                f"{cell!r} layer's {', '.join(dropped)} (model.cell_kwargs)"
+        reset = None
+        if reset_input:
+            cell = recurrent_layer_name(config)
+            if cell not in RESET_CELLS:
+                raise ConfigError(
+                    f"Sentence-level state reset is built for the recurrent "
+                    f"layers {RESET_CELLS}, not {cell!r}"
+                )
+            dropped = [
+                f"{k}={v}"
+                for k, v in config.cell_kwargs.items()
+                if k in ("dropout", "recurrent_dropout") and v
+            ]
+            if dropped:
+                raise ConfigError(
+                    f"Sentence-level state reset does not support the "
+                    f"{cell!r} layer's {', '.join(dropped)} (model.cell_kwargs)"
+                )
+            reset = keras.Input(
+                batch_shape=batch_shape, dtype="float32", name="reset"
             )
-        reset = keras.Input(
-            batch_shape=batch_shape, dtype="float32", name="reset"
+        embedding = _input_encoding(config, vocab_size, seed)
+        x = _embed(config, embedding, tokens, vocab_size, seed)
+        if config.context is not None:
+            x = _with_context(config, x, tokens, vocab_size, stateful, seed)
+        sources, raw = _recurrent_stack(
+            config, x, stateful, seed, recurrent_output_hook, reset
         )
-    embedding = _input_encoding(config, vocab_size, seed)
-    x = _embed(config, embedding, tokens, vocab_size, seed)
-    if config.context is not None:
-        x = _with_context(config, x, tokens, vocab_size, stateful, seed)
-    sources, raw = _recurrent_stack(
-        config, x, stateful, seed, recurrent_output_hook, reset
-    )
-    if config.ar_alpha or config.tar_beta:
-        sources[-1] = ActivationRegularization(
-            config.ar_alpha, config.tar_beta, name="activation_regularization"
-        )([sources[-1], raw])
-    logits = _output_head(config, embedding, sources, vocab_size, seed, targets)
-    logits = keras.layers.Activation("linear", dtype="float32", name="logits")(
-        logits
-    )
-    if targets is not None or reset is not None:
-        inputs = {"tokens": tokens}
-        if targets is not None:
-            inputs["targets"] = targets
-        if reset is not None:
-            inputs["reset"] = reset
-        return keras.Model(inputs, logits, name=name)
-    return keras.Model(tokens, logits, name=name)
+        if config.ar_alpha or config.tar_beta:
+            sources[-1] = ActivationRegularization(
+                config.ar_alpha,
+                config.tar_beta,
+                name="activation_regularization",
+            )([sources[-1], raw])
+        logits = _output_head(
+            config, embedding, sources, vocab_size, seed, targets
+        )
+        logits = keras.layers.Activation(
+            "linear", dtype="float32", name="logits"
+        )(logits)
+        if targets is not None or reset is not None:
+            inputs = {"tokens": tokens}
+            if targets is not None:
+                inputs["targets"] = targets
+            if reset is not None:
+                inputs["reset"] = reset
+            return keras.Model(inputs, logits, name=name)
+        return keras.Model(tokens, logits, name=name)
 
 
 def _sampled_softmax_kwargs(config):
