@@ -436,9 +436,9 @@ class WholeProgram:
     samplers of :data:`WHOLE_PROGRAM_SAMPLERS`, each kept for the
     process's life (XLA's compilation cache does not drop programs); the
     sampler's temperature and the stop token are inputs, not constants,
-    so new values compile nothing. ``fn(ids, lengths, seed, max_tokens,
-    prefill, capacity, stop_id, temperature)`` is the compiled
-    :func:`generate_ids`.
+    so new values compile nothing. ``fn(ids, ints, prefill, capacity,
+    temperature)`` is the compiled :func:`generate_ids`, ``ints`` the seed,
+    ``max_tokens``, the stop token and the rows' lengths.
     """
 
     def __init__(self, fn, reset_ids=()):
@@ -472,14 +472,16 @@ class WholeProgram:
         padded[batch:] = padded[0]
         padded_lengths = np.full(rows, lengths[0], np.int32)
         padded_lengths[:batch] = lengths
+        # the runtime integers in one vector: fewer arguments to bind a
+        # call (the prefill and the capacity set shapes: XLA constants)
+        ints = np.concatenate(
+            [np.array([seed, max_tokens, stop_id], np.int32), padded_lengths]
+        )
         out = self.fn(
             padded,
-            padded_lengths,
-            np.int32(seed),
-            np.int32(max_tokens),
+            ints,
             np.int32(floor_power(prefill, PREFILL_FACTOR)),
             np.int32(capacity),
-            np.int32(stop_id),
             np.float32(temperature),
         )
         out = {k: ops.convert_to_numpy(v)[:batch] for k, v in out.items()}
@@ -574,8 +576,10 @@ class GenerationLoop:
     def _program_function(self, cls):
         import tensorflow as tf  # the TensorFlow backend
 
-        def fn(ids, lengths, seed, max_tokens, prefill, capacity, stop_id,
-               temperature):  # fmt: skip
+        def fn(ids, ints, prefill, capacity, temperature):
+            seed, max_tokens, stop_id, lengths = (
+                ints[0], ints[1], ints[2], ints[3:]
+            )  # fmt: skip
             sampler = cls() if cls is GreedySampler else cls(temperature)
             return self._generate_ids(
                 sampler, stop_id, None, ids, lengths, seed, max_tokens,
@@ -588,7 +592,8 @@ class GenerationLoop:
             input_signature=[
                 tf.TensorSpec([None, None], tf.int32),
                 tf.TensorSpec([None], tf.int32),
-                *[scalar] * 5,
+                scalar,
+                scalar,
                 tf.TensorSpec([], tf.float32),
             ],
             jit_compile=True,
