@@ -74,7 +74,7 @@ from bench.harness.options import parse
 from bench.harness.processes import interleave
 from bench.harness.processes import note_import_rss
 from bench.harness.processes import run_child
-from bench.harness.run_dirs import FAMILY_PRESETS
+from bench.harness.run_dirs import with_references
 from bench.harness.run_dirs import write_untrained_run
 from bench.harness.torch_side import set_torch_threads
 from bench.harness.trainer_runs import add_run_arguments
@@ -83,16 +83,15 @@ from bench.harness.trainer_runs import report_records
 
 MODULE = "bench.family_eval"
 #: family -> (recipe, preset, reference family of bench.reference.sampling).
-FAMILIES = {
-    family: (*FAMILY_PRESETS[family], reference)
-    for family, reference in {
+FAMILIES = with_references(
+    {
         "zaremba": "zaremba",
         "awd_lstm_mos": "awd",
         "awd_lstm_doc": "awd",
         "mlstm": "charlm",
         "multicell": "multicell",
-    }.items()
-}
+    }
+)
 SPLITS = ("valid", "test")
 REFERENCE_NAME = "the family's PyTorch model (bench.reference), no_grad"
 RUN, REFERENCE = "run", "reference.pt"

@@ -112,7 +112,7 @@ from bench.harness.processes import note_import_rss
 from bench.harness.processes import vm_hwm_mb
 from bench.harness.processes import watch
 from bench.harness.records import record
-from bench.harness.run_dirs import FAMILY_PRESETS
+from bench.harness.run_dirs import with_references
 from bench.harness.torch_side import detach
 from bench.harness.torch_side import set_torch_threads
 from bench.harness.torch_side import torch_version
@@ -128,17 +128,16 @@ from bench.harness.trainer_runs import trainer_command
 
 MODULE = "bench.family_trainer"
 #: family -> (recipe file stem, default preset, reference module).
-FAMILIES = {
-    family: (*FAMILY_PRESETS[family], module)
-    for family, module in {
+FAMILIES = with_references(
+    {
         "zaremba": "zaremba",
         "awd_lstm_mos": "awd_lstm",
         "awd_lstm_doc": "awd_lstm",
         "mlstm": "multiplicative",
         "multicell": "multicell",
         "awd_lstm": "awd_lstm",
-    }.items()
-}
+    }
+)
 #: The family that ``upstream`` (salesforce/awd-lstm-lm) runs.
 UPSTREAM_FAMILY = "awd_lstm"
 IMPLS = ("keras", "torch", "upstream")

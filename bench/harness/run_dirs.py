@@ -16,6 +16,16 @@ FAMILY_PRESETS = {
 }
 
 
+def with_references(references):
+    """``family -> (recipe, preset, reference)`` for each ``family ->
+    reference`` of ``references`` (a bench's PyTorch counterpart of each
+    family it runs)."""
+    return {
+        family: (*FAMILY_PRESETS[family], reference)
+        for family, reference in references.items()
+    }
+
+
 def write_untrained_run(recipe, preset, run_dir, seed=0):
     """Writes ``run_dir`` (``config.json``, ``vocab.json`` and
     ``best.weights.h5``, the three files every run command reads) for

@@ -112,7 +112,7 @@ def seeded_defaults(seed):
 
     A Keras initializer or seed generator made without a seed draws one
     from Python's ``random`` when it is made, so two builds with the same
-    ``seed`` differed unless the process had seeded ``random`` just
+    ``seed`` would differ unless the process seeded ``random`` just
     before. Inside the block ``random`` is seeded with ``seed``, as
     ``keras.utils.set_random_seed(seed)`` seeds it (so a seeded build
     gives the weights the trainer's runs, which call it first, start
