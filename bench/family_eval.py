@@ -52,6 +52,12 @@ own peak resident memory). ``ratio`` = Keras / PyTorch.
 ``--compile-cache warm`` times the Keras command with its XLA programs
 already compiled by an untimed run of it (records
 ``..._warm_cache_eval_...``; :mod:`bench.harness.evaluation`).
+``--validation-passes K``: also the trainer's validation
+(:mod:`bench.harness.evaluation`): ``keras-rnnlm train``'s validation
+callback K times in one process against the reference's evaluation of
+the validation split K times in one process, records
+``RECIPE_PRESET_validation_bN`` (the later passes) and
+``..._first_validation_bN``.
 """
 
 import os
@@ -63,10 +69,14 @@ import numpy as np
 from bench.harness import ROOT
 from bench.harness.evaluation import add_evaluation_arguments
 from bench.harness.evaluation import cache_env
+from bench.harness.evaluation import check_evaluation_arguments
 from bench.harness.evaluation import cli_evaluate
 from bench.harness.evaluation import eval_records
+from bench.harness.evaluation import keras_validation
 from bench.harness.evaluation import reference_result
 from bench.harness.evaluation import report_line
+from bench.harness.evaluation import validation_records
+from bench.harness.evaluation import validation_result
 from bench.harness.options import add_child_argument
 from bench.harness.options import add_output_arguments
 from bench.harness.options import bench_parser
@@ -151,9 +161,11 @@ def prepare(workdir, family):
     }
 
 
-def measure_torch(workdir, split, bptt):
+def measure_torch(workdir, split, bptt, passes=0):
     """The PyTorch child: the reference loaded, the split's streams read
-    and evaluated (timed)."""
+    and evaluated (timed; ``passes`` >= 2: that many times, a validation
+    run's figures, :func:`~bench.harness.evaluation.validation_result`).
+    """
     started = time.perf_counter()
     import torch
 
@@ -164,6 +176,13 @@ def measure_torch(workdir, split, bptt):
 
     lm = load_reference(os.path.join(workdir, REFERENCE))
     streams = np.load(os.path.join(workdir, f"{split}.npy"))
+    if passes:
+        return validation_result(
+            lambda: evaluate(lm, streams, bptt),
+            passes,
+            started,
+            torch_threads=torch.get_num_threads(),
+        )
     t = time.perf_counter()
     nll, tokens = evaluate(lm, streams, bptt)
     seconds = time.perf_counter() - t
@@ -173,6 +192,8 @@ def measure_torch(workdir, split, bptt):
 def measure(impl, **params):
     if impl == "prepare":
         return prepare(**params)
+    if impl == "keras_validation":
+        return keras_validation(**params)
     return measure_torch(**params)
 
 
@@ -212,19 +233,35 @@ def measure_all(args, env, tmp):
         for s in args.splits
         for impl in ("keras", "torch")
     ]
+    if args.validation_passes:
+        keys += [
+            (f, "valid", impl)
+            for f in args.families
+            for impl in ("keras_validation", "torch_validation")
+        ]
 
     def one(key):
         family, split, impl = key
         shape = shapes[family]
+        work = os.path.join(tmp, family)
         if impl == "keras":
             return keras_run(args, env, tmp, shape, family, split)
+        if impl == "keras_validation":
+            params = {
+                "impl": impl,
+                "run": os.path.join(work, RUN),
+                "passes": args.validation_passes,
+            }
+            return run_child(MODULE, params, env)
         params = {"impl": "torch", "split": split, "bptt": shape["bptt"]}
-        params["workdir"] = os.path.join(tmp, family)
+        params["workdir"] = work
+        if impl == "torch_validation":
+            params["passes"] = args.validation_passes
         return run_child(MODULE, params, env)
 
     def report(rep, key, r):
         family, split, impl = key
-        label = f"repeat {rep + 1} {family} {split} {impl:6s}"
+        label = f"repeat {rep + 1} {family} {split} {impl:16s}"
         print(report_line(label, r), flush=True)
 
     return shapes, interleave(keys, args.repeats, one, report)
@@ -251,12 +288,27 @@ def records(args, shapes, samples):
                 recipe=f"recipes/{recipe}.py",
                 preset=preset,
             )
+        runs = samples.get((family, "valid", "keras_validation"))
+        if runs:
+            out += validation_records(
+                f"{recipe}_{preset}".replace("-", "_"),
+                shape["batch"]["valid"],
+                runs,
+                samples.get((family, "valid", "torch_validation")),
+                REFERENCE_NAME,
+                args,
+                shape,
+                family=family,
+                recipe=f"recipes/{recipe}.py",
+                preset=preset,
+            )
     return out
 
 
 def main(argv=None):
     p = parser()
     args = parse(p, measure, argv)
+    check_evaluation_arguments(p, args)
     for corpus in ("ptb", "ptb_char"):
         if not os.path.isdir(os.path.join(args.data, corpus)):
             p.error(f"no {corpus}/ in --data {args.data!r}")

@@ -36,6 +36,13 @@ process, ``--repeats`` interleaved, medians:
   without its cache file);
 * ``..._peak_rss``: each process's own peak resident memory.
 
+``--validation-passes K``: also the trainer's validation
+(:mod:`bench.harness.evaluation`): ``keras-rnnlm train``'s validation
+callback K times in one process, against main.py's ``evaluate`` of the
+validation split at batch 10 K times in one process (what main.py runs
+after each epoch), records ``awd_lstm_ptb_P_validation_b10`` (the later
+passes) and ``..._first_validation_b10``.
+
 Threads: ``--threads N`` (TensorFlow's pools, OpenMP's, torch's); ``--isa
 avx2`` caps both sides (:mod:`bench.harness.isa`).
 
@@ -57,10 +64,14 @@ import types
 from bench.harness import ROOT
 from bench.harness.evaluation import add_evaluation_arguments
 from bench.harness.evaluation import cache_env
+from bench.harness.evaluation import check_evaluation_arguments
 from bench.harness.evaluation import cli_evaluate
 from bench.harness.evaluation import eval_records
+from bench.harness.evaluation import keras_validation
 from bench.harness.evaluation import reference_result
 from bench.harness.evaluation import report_line
+from bench.harness.evaluation import validation_records
+from bench.harness.evaluation import validation_result
 from bench.harness.options import add_child_argument
 from bench.harness.options import add_output_arguments
 from bench.harness.options import bench_parser
@@ -210,10 +221,12 @@ def upstream_evaluate(model, criterion, utils, source, batch, bptt):
 # -- the children -------------------------------------------------------------
 
 
-def measure_upstream(data, split, shape, weights):
+def measure_upstream(data, split, shape, weights, passes=0):
     """The upstream child (upstream's copy on its ``PYTHONPATH``): the
     corpus read by its ``data.Corpus``, the model built and loaded,
-    ``evaluate`` timed."""
+    ``evaluate`` timed (``passes`` >= 2: that many times, a validation
+    run's figures, :func:`~bench.harness.evaluation.validation_result`).
+    """
     started = time.perf_counter()
     import torch
 
@@ -230,26 +243,36 @@ def measure_upstream(data, split, shape, weights):
 
     batch = BATCHES[split]
     source = utils.batchify(getattr(corpus, split), batch, _upstream_args())
-    t = time.perf_counter()
-    nll = upstream_evaluate(
-        model, criterion, utils, source, batch, shape["bptt"]
-    )
-    seconds = time.perf_counter() - t
     rows = source.size(0)
-    # main.py divides by the rows, one more than the windows predict
+    tokens = source.numel() - batch  # the predicted tokens
+
+    def evaluate():
+        nll = upstream_evaluate(
+            model, criterion, utils, source, batch, shape["bptt"]
+        )
+        # main.py divides by the rows, one more than the windows predict
+        return nll * rows / (rows - 1), nll
+
+    if passes:
+        return validation_result(
+            lambda: (evaluate()[0], tokens),
+            passes,
+            started,
+            torch_threads=torch.get_num_threads(),
+        )
+    t = time.perf_counter()
+    nll, main_py_nll = evaluate()
+    seconds = time.perf_counter() - t
     return reference_result(
-        nll * rows / (rows - 1),
-        source.numel() - batch,  # the predicted tokens
-        seconds,
-        started,
-        torch,
-        main_py_nll=nll,
+        nll, tokens, seconds, started, torch, main_py_nll=main_py_nll
     )
 
 
 def measure(impl, **params):
     if impl == "prepare":
         return prepare(**params)
+    if impl == "keras_validation":
+        return keras_validation(**params)
     return measure_upstream(**params)
 
 
@@ -278,6 +301,8 @@ def measure_all(args, env, tmp):
     )
     print(f"{args.preset}: {shape['params']:,} parameters", flush=True)
     keys = [(s, impl) for s in args.splits for impl in args.impls]
+    if args.validation_passes:
+        keys += [("valid", f"{impl}_validation") for impl in args.impls]
     if args.compile_cache == "warm" and "keras" in args.impls:
         for split in args.splits:  # fills the cache, untimed
             run_keras(args, tmp, split, shape, env)
@@ -286,6 +311,13 @@ def measure_all(args, env, tmp):
         split, impl = key
         if impl == "keras":
             return run_keras(args, tmp, split, shape, env)
+        if impl == "keras_validation":
+            params = {
+                "impl": impl,
+                "run": os.path.join(tmp, RUN),
+                "passes": args.validation_passes,
+            }
+            return run_child(MODULE, params, env)
         params = {
             "impl": "torch",  # glibc's own malloc, nothing of keras_rnnlm
             "data": args.data,
@@ -293,12 +325,14 @@ def measure_all(args, env, tmp):
             "shape": shape,
             "weights": os.path.join(tmp, WEIGHTS),
         }
+        if impl == "upstream_validation":
+            params["passes"] = args.validation_passes
         path = os.pathsep.join(filter(None, [ref, env.get("PYTHONPATH")]))
         return run_child(MODULE, params, {**env, "PYTHONPATH": path})
 
     def report(rep, key, r):
         split, impl = key
-        label = f"repeat {rep + 1} {split} {impl:8s}"
+        label = f"repeat {rep + 1} {split} {impl:19s}"
         print(report_line(label, r), flush=True)
 
     return shape, interleave(keys, args.repeats, one, report)
@@ -321,12 +355,26 @@ def records(args, shape, samples):
                 preset=args.preset,
                 recipe=RECIPE,
             )
+    runs = samples.get(("valid", "keras_validation"))
+    if runs:
+        out += validation_records(
+            f"awd_lstm_ptb_{args.preset}",
+            BATCHES["valid"],
+            runs,
+            samples.get(("valid", "upstream_validation")),
+            REFERENCE_NAME,
+            args,
+            shape,
+            preset=args.preset,
+            recipe=RECIPE,
+        )
     return out
 
 
 def main(argv=None):
     p = parser()
     args = parse(p, measure, argv)
+    check_evaluation_arguments(p, args)
     if not os.path.isdir(os.path.join(args.data, "ptb")):
         p.error(f"no ptb/ in --data {args.data!r} (or $KERAS_RNNLM_DATA)")
     env = child_env(args.threads, args.isa, args.data)

@@ -19,6 +19,18 @@ default) times a first run, which compiles its XLA programs; ``warm``
 times a later run of the same command, its programs loaded from a cache
 directory (:func:`cache_env`) that one untimed run filled first; such
 records are named ``..._warm_cache_eval_...`` (:func:`cache_infix`).
+
+The trainer's validation (``--validation-passes K``, K >= 2): what
+``keras-rnnlm train`` evaluates after every epoch. One process a side
+evaluates the validation split K times: the package's through the
+trainer's own :func:`~keras_rnnlm.training.trainer.validation_callback`
+on the trainer's training model (:func:`keras_validation`: the process
+set up as a command sets it, the run's weights loaded), the reference's
+its evaluation K times over. The first pass is the first epoch's (its
+compilation included); passes 2..K are every later epoch's.
+:func:`validation_records`: ``PREFIX_validation_bB`` (tok/s of the later
+passes: a process's median, then the median over the repeats) and
+``PREFIX_first_validation_bB`` (tok/s of the first pass).
 """
 
 import json
@@ -60,6 +72,24 @@ def add_evaluation_arguments(p):
         help="the Keras command's compile cache: off (a first run) or "
         "warm (filled by an untimed run first)",
     )
+    p.add_argument(
+        "--validation-passes",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also time the trainer's validation: K >= 2 passes over the "
+        "valid split in one process a side (0: not)",
+    )
+
+
+def check_evaluation_arguments(p, args):
+    """``p.error`` for a ``--validation-passes`` that times no later
+    pass."""
+    if args.validation_passes and args.validation_passes < 2:
+        p.error(
+            "--validation-passes must be 0 or at least 2 (the first pass "
+            f"compiles), got {args.validation_passes}"
+        )
 
 
 def cache_env(env, mode, work):
@@ -146,6 +176,134 @@ def reference_result(nll, tokens, seconds, started, torch, **extra):
     }
 
 
+def validation_result(evaluate, passes, started, **extra):
+    """A child's figures of ``passes`` validation passes (see the module
+    doc): ``evaluate()`` returns ``(nll, tokens)``; ``pass_seconds``
+    each pass's seconds, ``seconds`` and ``tokens_per_s`` of the later
+    passes (their median), ``first_tokens_per_s`` of the first,
+    ``command_s`` since ``started`` and the process's peak RSS;
+    ``extra`` added."""
+    seconds = []
+    for _ in range(passes):
+        t = time.perf_counter()
+        nll, tokens = evaluate()
+        seconds.append(time.perf_counter() - t)
+    later = statistics.median(seconds[1:])
+    return {
+        "nll": nll,
+        "tokens": tokens,
+        "pass_seconds": [round(x, 3) for x in seconds],
+        "seconds": later,
+        "tokens_per_s": tokens / later,
+        "first_tokens_per_s": tokens / seconds[0],
+        "command_s": time.perf_counter() - started,
+        "rss_mb": peak_rss_mb(),
+        **extra,
+    }
+
+
+def keras_validation(run, passes):
+    """The package's child of a validation run (see the module doc):
+    the trainer's training model of run directory ``run`` with its
+    weights, and its validation callback, ``passes`` times."""
+    started = time.perf_counter()
+    from keras_rnnlm.cli.process import prepare_process
+
+    prepare_process()
+    from keras_rnnlm.models.weights import load_weights_file
+    from keras_rnnlm.runs import load_run
+    from keras_rnnlm.runs import load_run_corpus
+    from keras_rnnlm.runs import run_weights
+    from keras_rnnlm.training.trainer import prepare_model
+    from keras_rnnlm.training.trainer import validation_callback
+
+    config, vocab = load_run(run)
+    corpus = load_run_corpus(config, vocab)
+    model = prepare_model(config, corpus)
+    load_weights_file(model, run_weights(run, None))
+    callback = validation_callback(config, corpus)
+    callback.set_model(model)
+
+    def evaluate():
+        r = callback.evaluate()
+        return r["nll"], r["tokens"]
+
+    return validation_result(evaluate, passes, started)
+
+
+#: The figures of a validation run: (key, record name part).
+VALIDATION_FIGURES = (
+    ("tokens_per_s", "validation"),
+    ("first_tokens_per_s", "first_validation"),
+)
+
+
+def validation_records(
+    prefix, batch, runs, ref_runs, reference_name, args, shape, **extra
+):
+    """The records of the trainer's validation at ``batch`` streams (see
+    the module doc): the medians of ``runs`` (:func:`keras_validation`)
+    against those of ``ref_runs``, with each run's pass seconds."""
+    common = {
+        "keras_nll": runs[0]["nll"],
+        "reference_nll": ref_runs[0]["nll"] if ref_runs else None,
+        "nll_difference": abs(runs[0]["nll"] - ref_runs[0]["nll"])
+        if ref_runs
+        else None,
+        "passes": args.validation_passes,
+        "pass_seconds": [r["pass_seconds"] for r in runs],
+        "reference_pass_seconds": [r["pass_seconds"] for r in ref_runs or []],
+        "repeats": len(runs),
+        "load_averages": [round(r["load_average"], 2) for r in runs],
+        "split": "valid",
+        "batch": batch,
+        "bptt": shape["bptt"],
+        "params": shape["params"],
+        "weights": UNTRAINED,
+        "isa": args.isa,
+        **extra,
+    }
+    return [
+        _figure_record(
+            "throughput",
+            f"{prefix}_{part}_b{batch}",
+            key,
+            "tok/s",
+            1,
+            False,
+            runs,
+            ref_runs,
+            reference_name,
+            common,
+        )
+        for key, part in VALIDATION_FIGURES
+    ]
+
+
+def _figure_record(
+    kind, name, figure, unit, digits, lower, runs, ref_runs, ref_name, common
+):
+    """The record ``name`` of ``figure``: the median of ``runs`` against
+    that of ``ref_runs``, both runs' lists, ``common`` added."""
+    ref = ref_runs and statistics.median(r[figure] for r in ref_runs)
+    return record(
+        kind,
+        name,
+        "keras",
+        statistics.median(r[figure] for r in runs),
+        unit,
+        ref or None,
+        ref_name if ref else None,
+        digits=digits,
+        runs=[round(r[figure], digits) for r in runs],
+        reference_runs=[round(r[figure], digits) for r in ref_runs]
+        if ref_runs
+        else None,
+        **({"lower_is_better": True} if lower else {}),
+        **common,
+    )
+
+
 def eval_records(
     prefix, split, batch, runs, ref_runs, reference_name, args, shape, **extra
 ):
@@ -177,25 +335,18 @@ def eval_records(
         "compile_cache": args.compile_cache,
         **extra,
     }
-    out = []
-    for figure, kind, unit, suffix, digits, lower in FIGURES:
-        ref = ref_runs and statistics.median(r[figure] for r in ref_runs)
-        out.append(
-            record(
-                kind,
-                f"{name}{suffix}",
-                "keras",
-                statistics.median(r[figure] for r in runs),
-                unit,
-                ref or None,
-                reference_name if ref else None,
-                digits=digits,
-                runs=[round(r[figure], digits) for r in runs],
-                reference_runs=[round(r[figure], digits) for r in ref_runs]
-                if ref_runs
-                else None,
-                **({"lower_is_better": True} if lower else {}),
-                **common,
-            )
+    return [
+        _figure_record(
+            kind,
+            f"{name}{suffix}",
+            figure,
+            unit,
+            digits,
+            lower,
+            runs,
+            ref_runs,
+            reference_name,
+            common,
         )
-    return out
+        for figure, kind, unit, suffix, digits, lower in FIGURES
+    ]

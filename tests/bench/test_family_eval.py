@@ -75,3 +75,30 @@ def test_records_pair_each_keras_figure_with_the_references():
     test = recs["mlstm_ptb_mlstm_paper_eval_test_b1"]
     assert test["reference"] is None and test["ratio"] is None
     assert len(recs) == 6
+
+
+def test_a_validation_run_adds_the_trainers_validation_rows():
+    args = types.SimpleNamespace(
+        splits=["valid"], isa="default", compile_cache="off",
+        validation_passes=2,
+    )  # fmt: skip
+    shapes = {
+        "zaremba": {"batch": {"valid": 20, "test": 1}, "bptt": 20, "params": 9}
+    }
+    validation = {
+        "tokens_per_s": 1200.0, "first_tokens_per_s": 500.0, "nll": 5.0,
+        "pass_seconds": [2, 1], "load_average": 1.0,
+    }  # fmt: skip
+    samples = {
+        ("zaremba", "valid", "keras_validation"): [validation],
+        ("zaremba", "valid", "torch_validation"): [
+            {**validation, "tokens_per_s": 1000.0}
+        ],
+    }
+    recs = {r["name"]: r for r in family_eval.records(args, shapes, samples)}
+    assert set(recs) == {
+        "zaremba_ptb_small_validation_b20",
+        "zaremba_ptb_small_first_validation_b20",
+    }
+    assert recs["zaremba_ptb_small_validation_b20"]["ratio"] == 1.2
+    assert recs["zaremba_ptb_small_validation_b20"]["family"] == "zaremba"

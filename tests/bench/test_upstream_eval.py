@@ -121,3 +121,30 @@ def test_a_warm_cache_run_is_its_own_row():
         "awd_lstm_ptb_cpu_warm_cache_eval_test_b1_peak_rss",
     }
     assert {r["compile_cache"] for r in recs} == {"warm"}
+
+
+def test_a_validation_run_adds_the_trainers_validation_rows():
+    args = types.SimpleNamespace(
+        splits=["valid"], preset="cpu", isa="default", compile_cache="off",
+        validation_passes=3,
+    )  # fmt: skip
+    validation = {
+        "tokens_per_s": 900.0, "first_tokens_per_s": 500.0, "nll": 5.0,
+        "pass_seconds": [2, 1, 1], "load_average": 1.0,
+    }  # fmt: skip
+    samples = {
+        ("valid", "keras_validation"): [validation],
+        ("valid", "upstream_validation"): [
+            {**validation, "tokens_per_s": 1000.0}
+        ],
+    }
+    recs = upstream_eval.records(args, {"bptt": 35, "params": 1}, samples)
+    by_name = {r["name"]: r for r in recs}
+    assert set(by_name) == {
+        "awd_lstm_ptb_cpu_validation_b10",
+        "awd_lstm_ptb_cpu_first_validation_b10",
+    }
+    assert by_name["awd_lstm_ptb_cpu_validation_b10"]["ratio"] == 0.9
+    assert by_name["awd_lstm_ptb_cpu_validation_b10"]["reference_name"] == (
+        upstream_eval.REFERENCE_NAME
+    )
