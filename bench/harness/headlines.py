@@ -186,6 +186,21 @@ TABLES = (
         "command s: the whole process",
     ),
     Table(
+        "The trainer's validation beside the references",
+        ("upstream_eval", "family_eval"),
+        r"(?P<row>.+?)_(?P<col>(first_)?validation_b\d+)",
+        (
+            (r"first_validation_b\d+", "first epoch's, tok/s"),
+            (r"validation_b\d+", "later epochs', tok/s"),
+        ),
+        hide_models=("keras",),
+        note="`keras-rnnlm train`'s validation callback, its passes in one "
+        "process x the reference's evaluation as often in one process "
+        "(main.py's evaluate for the AWD-LSTM, else the family's PyTorch "
+        "model), same weights, same run; the valid split at the preset's "
+        "validation batch",
+    ),
+    Table(
         "Training through the trainer beside the repository's PyTorch models",
         ("family_trainer",),
         r"(?P<row>.+?)_(?P<col>train|train_peak_rss)",
