@@ -75,6 +75,7 @@ from bench.harness.evaluation import eval_records
 from bench.harness.evaluation import keras_validation
 from bench.harness.evaluation import reference_result
 from bench.harness.evaluation import report_line
+from bench.harness.evaluation import run_keras_validation
 from bench.harness.evaluation import validation_records
 from bench.harness.evaluation import validation_result
 from bench.harness.options import add_child_argument
@@ -247,12 +248,10 @@ def measure_all(args, env, tmp):
         if impl == "keras":
             return keras_run(args, env, tmp, shape, family, split)
         if impl == "keras_validation":
-            params = {
-                "impl": impl,
-                "run": os.path.join(work, RUN),
-                "passes": args.validation_passes,
-            }
-            return run_child(MODULE, params, env)
+            run = os.path.join(work, RUN)
+            return run_keras_validation(
+                MODULE, run, args.validation_passes, env
+            )
         params = {"impl": "torch", "split": split, "bptt": shape["bptt"]}
         params["workdir"] = work
         if impl == "torch_validation":
@@ -271,36 +270,25 @@ def records(args, shapes, samples):
     out = []
     for family, shape in shapes.items():
         recipe, preset, _ = FAMILIES[family]
+        prefix = f"{recipe}_{preset}".replace("-", "_")
+        tags = {"family": family, "recipe": f"recipes/{recipe}.py"}
+        tags["preset"] = preset
         for split in args.splits:
             runs = samples.get((family, split, "keras"))
             if not runs:
                 continue
+            ref = samples.get((family, split, "torch"))
+            batch = shape["batch"][split]
             out += eval_records(
-                f"{recipe}_{preset}".replace("-", "_"),
-                split,
-                shape["batch"][split],
-                runs,
-                samples.get((family, split, "torch")),
-                REFERENCE_NAME,
-                args,
-                shape,
-                family=family,
-                recipe=f"recipes/{recipe}.py",
-                preset=preset,
-            )
+                prefix, split, batch, runs, ref, REFERENCE_NAME, args, shape,
+                **tags,
+            )  # fmt: skip
         runs = samples.get((family, "valid", "keras_validation"))
         if runs:
+            ref = samples.get((family, "valid", "torch_validation"))
+            batch = shape["batch"]["valid"]
             out += validation_records(
-                f"{recipe}_{preset}".replace("-", "_"),
-                shape["batch"]["valid"],
-                runs,
-                samples.get((family, "valid", "torch_validation")),
-                REFERENCE_NAME,
-                args,
-                shape,
-                family=family,
-                recipe=f"recipes/{recipe}.py",
-                preset=preset,
+                prefix, batch, runs, ref, REFERENCE_NAME, args, shape, **tags
             )
     return out
 

@@ -70,6 +70,7 @@ from bench.harness.evaluation import eval_records
 from bench.harness.evaluation import keras_validation
 from bench.harness.evaluation import reference_result
 from bench.harness.evaluation import report_line
+from bench.harness.evaluation import run_keras_validation
 from bench.harness.evaluation import validation_records
 from bench.harness.evaluation import validation_result
 from bench.harness.options import add_child_argument
@@ -312,12 +313,10 @@ def measure_all(args, env, tmp):
         if impl == "keras":
             return run_keras(args, tmp, split, shape, env)
         if impl == "keras_validation":
-            params = {
-                "impl": impl,
-                "run": os.path.join(tmp, RUN),
-                "passes": args.validation_passes,
-            }
-            return run_child(MODULE, params, env)
+            run = os.path.join(tmp, RUN)
+            return run_keras_validation(
+                MODULE, run, args.validation_passes, env
+            )
         params = {
             "impl": "torch",  # glibc's own malloc, nothing of keras_rnnlm
             "data": args.data,

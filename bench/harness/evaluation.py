@@ -42,6 +42,7 @@ import time
 from bench.harness.isa import ISA_SETTINGS
 from bench.harness.processes import cli_command
 from bench.harness.processes import peak_rss_mb
+from bench.harness.processes import run_child
 from bench.harness.processes import watch
 from bench.harness.records import record
 
@@ -229,6 +230,14 @@ def keras_validation(run, passes):
         return r["nll"], r["tokens"]
 
     return validation_result(evaluate, passes, started)
+
+
+def run_keras_validation(module, run, passes, env):
+    """:func:`keras_validation` of run directory ``run`` in a fresh child
+    of bench ``module`` (its ``measure`` dispatches the impl
+    ``keras_validation`` to it)."""
+    params = {"impl": "keras_validation", "run": run, "passes": passes}
+    return run_child(module, params, env)
 
 
 #: The figures of a validation run: (key, record name part).
