@@ -339,34 +339,24 @@ def measure_all(args, env, tmp):
 
 def records(args, shape, samples):
     out = []
+    prefix = f"awd_lstm_ptb_{args.preset}"
+    tags = {"preset": args.preset, "recipe": RECIPE}
     for split in args.splits:
         runs = samples.get((split, "keras"), [])
         if runs:
+            ref = samples.get((split, "upstream"))
+            batch = BATCHES[split]
             out += eval_records(
-                f"awd_lstm_ptb_{args.preset}",
-                split,
-                BATCHES[split],
-                runs,
-                samples.get((split, "upstream")),
-                REFERENCE_NAME,
-                args,
-                shape,
-                preset=args.preset,
-                recipe=RECIPE,
-            )
+                prefix, split, batch, runs, ref, REFERENCE_NAME, args, shape,
+                **tags,
+            )  # fmt: skip
     runs = samples.get(("valid", "keras_validation"))
     if runs:
+        ref = samples.get(("valid", "upstream_validation"))
         out += validation_records(
-            f"awd_lstm_ptb_{args.preset}",
-            BATCHES["valid"],
-            runs,
-            samples.get(("valid", "upstream_validation")),
-            REFERENCE_NAME,
-            args,
-            shape,
-            preset=args.preset,
-            recipe=RECIPE,
-        )
+            prefix, BATCHES["valid"], runs, ref, REFERENCE_NAME, args, shape,
+            **tags,
+        )  # fmt: skip
     return out
 
 

@@ -253,25 +253,18 @@ def validation_records(
     """The records of the trainer's validation at ``batch`` streams (see
     the module doc): the medians of ``runs`` (:func:`keras_validation`)
     against those of ``ref_runs``, with each run's pass seconds."""
-    common = {
-        "keras_nll": runs[0]["nll"],
-        "reference_nll": ref_runs[0]["nll"] if ref_runs else None,
-        "nll_difference": abs(runs[0]["nll"] - ref_runs[0]["nll"])
-        if ref_runs
-        else None,
-        "passes": args.validation_passes,
-        "pass_seconds": [r["pass_seconds"] for r in runs],
-        "reference_pass_seconds": [r["pass_seconds"] for r in ref_runs or []],
-        "repeats": len(runs),
-        "load_averages": [round(r["load_average"], 2) for r in runs],
-        "split": "valid",
-        "batch": batch,
-        "bptt": shape["bptt"],
-        "params": shape["params"],
-        "weights": UNTRAINED,
-        "isa": args.isa,
+    common = _shared_fields(
+        runs,
+        ref_runs,
+        "valid",
+        batch,
+        args,
+        shape,
+        passes=args.validation_passes,
+        pass_seconds=[r["pass_seconds"] for r in runs],
+        reference_pass_seconds=[r["pass_seconds"] for r in ref_runs or []],
         **extra,
-    }
+    )
     return [
         _figure_record(
             "throughput",
@@ -287,6 +280,30 @@ def validation_records(
         )
         for key, part in VALIDATION_FIGURES
     ]
+
+
+def _shared_fields(runs, ref_runs, split, batch, args, shape, **extra):
+    """The fields every record of one evaluation comparison holds: the
+    two losses and their difference (``nll_difference``: both evaluated
+    the same model on the same windows when it is round-off), the
+    repeats and their load averages, the split, batch, ``shape``'s window
+    and parameters, the weights, ``args.isa``; ``extra`` after."""
+    return {
+        "keras_nll": runs[0]["nll"],
+        "reference_nll": ref_runs[0]["nll"] if ref_runs else None,
+        "nll_difference": abs(runs[0]["nll"] - ref_runs[0]["nll"])
+        if ref_runs
+        else None,
+        "repeats": len(runs),
+        "load_averages": [round(r["load_average"], 2) for r in runs],
+        "split": split,
+        "batch": batch,
+        "bptt": shape["bptt"],
+        "params": shape["params"],
+        "weights": UNTRAINED,
+        "isa": args.isa,
+        **extra,
+    }
 
 
 def _figure_record(
@@ -326,24 +343,16 @@ def eval_records(
     averages, ``shape``'s window (``bptt``) and ``params``,
     ``args.isa``, ``args.compile_cache`` and ``extra``."""
     name = f"{prefix}{cache_infix(args.compile_cache)}_eval_{split}_b{batch}"
-    diff = None
-    if ref_runs:
-        diff = abs(runs[0]["nll"] - ref_runs[0]["nll"])
-    common = {
-        "keras_nll": runs[0]["nll"],
-        "reference_nll": ref_runs[0]["nll"] if ref_runs else None,
-        "nll_difference": diff,
-        "repeats": len(runs),
-        "load_averages": [round(r["load_average"], 2) for r in runs],
-        "split": split,
-        "batch": batch,
-        "bptt": shape["bptt"],
-        "params": shape["params"],
-        "weights": UNTRAINED,
-        "isa": args.isa,
-        "compile_cache": args.compile_cache,
+    common = _shared_fields(
+        runs,
+        ref_runs,
+        split,
+        batch,
+        args,
+        shape,
+        compile_cache=args.compile_cache,
         **extra,
-    }
+    )
     return [
         _figure_record(
             kind,
