@@ -145,13 +145,21 @@ class TokenNLL(keras.metrics.Metric):
         )
 
     @staticmethod
-    def _kahan_add(acc, comp, value):
+    def kahan_add(acc, comp, value):
+        """``(acc, comp)`` after adding ``value`` to the compensated sum
+        ``acc`` (tensors in, tensors out)."""
         y = value - comp
         t = acc + y
-        comp.assign((t - acc) - y)
-        acc.assign(t)
+        return t, (t - acc) - y
 
-    def update_state(self, y_true, y_pred, sample_weight=None):
+    @property
+    def sums(self):
+        """The state: the variables total, its compensation, count, its
+        compensation (what :meth:`add_sums` takes as tensors)."""
+        return [self.total, self.total_c, self.count, self.count_c]
+
+    def batch_sums(self, y_true, y_pred, sample_weight=None):
+        """``(sum of weight x token NLL, sum of weights)`` of one batch."""
         nll = ops.cast(token_nll(y_true, y_pred, self.from_logits), self.dtype)
         if sample_weight is None:
             weight = ops.ones_like(nll)
@@ -159,8 +167,24 @@ class TokenNLL(keras.metrics.Metric):
             weight = ops.cast(
                 ops.reshape(sample_weight, ops.shape(nll)), self.dtype
             )
-        self._kahan_add(self.total, self.total_c, ops.sum(nll * weight))
-        self._kahan_add(self.count, self.count_c, ops.sum(weight))
+        return ops.sum(nll * weight), ops.sum(weight)
+
+    def add_sums(self, sums, y_true, y_pred, sample_weight=None):
+        """:attr:`sums` (as tensors) after :meth:`update_state` of one
+        batch, without touching the variables: the state a loop carries."""
+        total, total_c, count, count_c = sums
+        nll, weight = self.batch_sums(y_true, y_pred, sample_weight)
+        return [
+            *self.kahan_add(total, total_c, nll),
+            *self.kahan_add(count, count_c, weight),
+        ]
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        values = self.add_sums(
+            [v.value for v in self.sums], y_true, y_pred, sample_weight
+        )
+        for variable, value in zip(self.sums, values):
+            variable.assign(value)
 
     def _mean(self):
         return ops.divide_no_nan(self.total, self.count)

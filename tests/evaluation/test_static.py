@@ -163,6 +163,45 @@ def test_the_window_loop_gives_model_evaluates_result(batch, windows, jit):
     assert math.isclose(first["nll"], expected, rel_tol=1e-6)
 
 
+def _body_ops(ev, ids):
+    """The op types of the window loop's while body (TensorFlow)."""
+    from keras_rnnlm.data.graph_windows import window_chunks
+
+    slab, offsets, lengths, _ = next(window_chunks(ev.batches(ids), 4))
+    args = [slab, offsets, lengths]
+    if ev._inference is not None:
+        args.append(ev._inference.initial_states(ev.batch_size))
+    graph = ev._loop.get_concrete_function(*args).graph
+    library = {
+        f.signature.name: f for f in graph.as_graph_def().library.function
+    }
+    (loop,) = [op for op in graph.get_operations() if op.type == "While"]
+    body = library[loop.get_attr("body").name]
+    return {node.op for node in body.node_def}
+
+
+def test_the_graph_window_loop_assigns_nothing_inside_a_window():
+    """On several threads (the graph loop) a window's body assigns no
+    variable, so window w + 1 can start beside window w: the state and
+    the metric's sums are loop variables. Weights copied in later are
+    the ones evaluated (the stateless twin follows the model)."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("the window loop is TensorFlow's")
+    ids = np.random.default_rng(9).integers(0, VOCAB, 300).astype("int32")
+    ev = Evaluator(CONFIG, VOCAB, 4, 7, jit_compile=False)
+    first = ev.evaluate(ids)["nll"]
+    assert not {op for op in _body_ops(ev, ids) if "Assign" in op}
+    copy_weights(_reference_model(), ev.model)
+    second = ev.evaluate(ids)["nll"]
+    assert second != first
+    assert math.isclose(second, _model_evaluate_nll(ev, ids), rel_tol=1e-6)
+    fresh = Evaluator(CONFIG, VOCAB, 4, 7, jit_compile=True)
+    copy_weights(_reference_model(), fresh.model)
+    assert math.isclose(second, fresh.evaluate(ids)["nll"], rel_tol=1e-6)
+
+
 def test_the_window_loop_is_traced_once_for_every_split():
     """Splits of any length run the same compiled loop (no retracing,
     no XLA recompilation per split); the progress bar counts windows."""

@@ -276,7 +276,7 @@ def test_the_loop_traces_to_stock_tensorflow_ops():
     from tensorflow.python.framework import op_def_registry
 
     from keras_rnnlm.generation import get_sampler
-    from keras_rnnlm.scoring.inference_model import build_inference_model
+    from keras_rnnlm.inference_model import build_inference_model
 
     context = {"weighting": "positional", "window": 4}
     inference = build_inference_model(

@@ -16,7 +16,7 @@ from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import copy_weights
 from keras_rnnlm.models import reset_states
 from keras_rnnlm.models.state import outer_recurrent_layers
-from keras_rnnlm.scoring.inference_model import build_inference_model
+from keras_rnnlm.inference_model import build_inference_model
 
 B, T, D, E = 3, 7, 5, 4  # batch, time, previous-layer size, embedding size
 

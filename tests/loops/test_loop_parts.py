@@ -53,6 +53,23 @@ def test_the_choice_in_a_graph(monkeypatch):
 
 
 @tf_only
+def test_loops_traced_inside_whole_batches_run_whole(monkeypatch):
+    """The Evaluator's overlapping window loop runs its loops whole; the
+    environment's override still wins."""
+    monkeypatch.delenv(lp.ENV, raising=False)
+    monkeypatch.setattr(lp, "inter_op_threads", lambda: 2)
+
+    def parts():
+        with lp.whole_batches():
+            inside = lp.loop_parts(10, 400 * 1600)
+        return [inside, lp.loop_parts(10, 400 * 1600)]
+
+    assert _in_graph(parts) == [1, 2]
+    monkeypatch.setenv(lp.ENV, "2")
+    assert _in_graph(parts) == [2, 2]
+
+
+@tf_only
 def test_the_environment_overrides_and_is_checked(monkeypatch):
     monkeypatch.setattr(lp, "inter_op_threads", lambda: 2)
     monkeypatch.setenv(lp.ENV, "3")

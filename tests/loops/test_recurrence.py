@@ -13,7 +13,7 @@ from keras_rnnlm.layers.multicell_lstm import MultiCellLSTM
 from keras_rnnlm.layers.multiplicative import CELLS
 from keras_rnnlm.layers.multiplicative import MultiplicativeRNN
 from keras_rnnlm.loops.recurrence import set_forward_only
-from keras_rnnlm.scoring.inference_model import build_inference_model
+from keras_rnnlm.inference_model import build_inference_model
 
 B, T, D, H = 3, 6, 5, 4
 

@@ -12,6 +12,7 @@ from keras_rnnlm.config import ModelConfig
 from keras_rnnlm.data import Vocabulary
 from keras_rnnlm.data.errors import OOVError
 from keras_rnnlm.models import build_language_model
+from keras_rnnlm.models import copy_weights
 from keras_rnnlm.scoring import Scorer
 from keras_rnnlm.scoring import Tokenization
 from keras_rnnlm.scoring import build_inference_model
@@ -249,6 +250,29 @@ def test_stateful_model_rejected():
     model = build_language_model(cfg, 12, 2, stateful=True, seed=0)
     with pytest.raises(ValueError, match="stateful"):
         build_inference_model(model)
+
+
+def test_a_stateful_source_and_its_weights_followed():
+    """An Evaluator's stateful model gives a stateless twin graph (its
+    state variables in no graph), whose recurrent copies follow the
+    source's weights on update_weights()."""
+    cfg = ModelConfig(embedding_dim=8, hidden_sizes=[8, 6])
+    model = build_language_model(cfg, 12, 2, stateful=True, seed=0)
+    stateless = build_language_model(cfg, 12, None, stateful=False, seed=5)
+    inf = build_inference_model(model, stateful_source=True)
+    x = np.array([[1, 2, 3], [4, 5, 6]], "int32")
+
+    def logits():
+        out, _ = inf(x, inf.initial_states(2))
+        return np.asarray(out)
+
+    before = logits()
+    copy_weights(stateless, model)
+    expected = np.asarray(stateless(x))
+    assert not np.allclose(logits(), expected)  # the old copies
+    inf.update_weights()
+    np.testing.assert_allclose(logits(), expected, atol=1e-6)
+    assert not np.allclose(logits(), before)
 
 
 _AWD = dict(

@@ -31,7 +31,9 @@ from keras_rnnlm.data.graph_windows import cut_window
 from keras_rnnlm.data.graph_windows import supports
 from keras_rnnlm.data.graph_windows import window_chunks
 from keras_rnnlm.data.sentences import lm_sequence
+from keras_rnnlm.inference_model import build_inference_model
 from keras_rnnlm.loops.loop_parts import may_split
+from keras_rnnlm.loops.loop_parts import whole_batches
 from keras_rnnlm.loops.recurrence import set_forward_only
 from keras_rnnlm.metrics import LanguageModelMetrics
 from keras_rnnlm.metrics import TokenCrossEntropy
@@ -192,6 +194,7 @@ class Evaluator:
         self.windows_a_call = window_loop_size(steps_per_execution)
         self._metric = LanguageModelMetrics(char_level)
         self._loop = None  # built at the first evaluate that runs it
+        self._inference = None  # the stateless twin of an overlapping loop
         self.model.compile(
             loss=TokenCrossEntropy(),
             weighted_metrics=lm_metrics(char_level),
@@ -283,12 +286,19 @@ class Evaluator:
         if self._loop is None:
             self._loop = self._window_loop()
         self._metric.reset_state()
+        states = None
+        if self._inference is not None:
+            self._inference.update_weights()
+            states = self._inference.initial_states(self.batch_size)
         bar = keras.utils.Progbar(len(stream)) if verbose else None
         done = 0
         for slab, offsets, lengths, count in window_chunks(
             stream, self.windows_a_call
         ):
-            self._loop(slab, offsets, lengths)
+            if states is None:
+                self._loop(slab, offsets, lengths)
+            else:
+                states = self._loop(slab, offsets, lengths, states)
             done += int(count)
             if bar is not None:
                 bar.update(done)
@@ -308,9 +318,12 @@ class Evaluator:
         batch 1, 12,986 / 8,161 (median; its passes 8,137-11,880); batch
         10, 26,869 / 16,353 (16,313-22,006). XLA-compiled as
         :func:`eval_jit_compile` says (one XLA program of the chunk's
-        windows where the recurrent loops run whole)."""
+        windows where the recurrent loops run whole); else
+        :meth:`_overlapping_window_loop`."""
         import tensorflow as tf  # TensorFlow backend only (supports)
 
+        if self._jit is not True:
+            return self._overlapping_window_loop()
         model, metric, width = self.model, self._metric, self.bptt
 
         def loop(slab, offsets, lengths):
@@ -324,6 +337,49 @@ class Evaluator:
             tf.while_loop(lambda i: i < count, body, (tf.constant(0),))
 
         return tf.function(loop, jit_compile=self._jit, autograph=False)
+
+    def _overlapping_window_loop(self):
+        """The window loop of a graph whose windows overlap on several
+        threads: ``states = loop(slab, offsets, lengths, states)``.
+
+        The model's stateless twin
+        (:func:`~keras_rnnlm.inference_model.build_inference_model`)
+        takes the recurrent state as an input, and the loop carries it
+        and the metric's sums as loop variables: a window's body assigns
+        no variable, so TensorFlow's executor starts window ``w + 1``'s
+        first layer as soon as window ``w``'s first layer is done, beside
+        ``w``'s later layers and decoder (the recurrent loops run whole,
+        :func:`~keras_rnnlm.loops.loop_parts.whole_batches`: each window
+        is already one thread's work). The metric's variables take the
+        sums once a chunk.
+        """
+        import tensorflow as tf  # TensorFlow backend only (supports)
+
+        self._inference = build_inference_model(
+            self.model, stateful_source=True
+        )
+        inference, metric, width = self._inference, self._metric, self.bptt
+
+        def loop(slab, offsets, lengths, states):
+            count = tf.reduce_sum(tf.cast(lengths > 0, tf.int32))
+            sums = [v.value for v in metric.sums]
+
+            def body(i, sums, states):
+                x, y, w = cut_window(slab, offsets[i], lengths[i], width)
+                logits, states = inference(x, states)
+                return i + 1, metric.add_sums(sums, y, logits, w), states
+
+            with whole_batches():
+                _, sums, states = tf.while_loop(
+                    lambda i, *_: i < count,
+                    body,
+                    (tf.constant(0), sums, list(states)),
+                )
+            for variable, value in zip(metric.sums, sums):
+                variable.assign(value)
+            return states
+
+        return tf.function(loop, autograph=False)
 
 
 def make_evaluator(config, corpus, batch_size, bptt=None, **kwargs):

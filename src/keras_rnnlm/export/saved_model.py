@@ -88,7 +88,7 @@ from keras_rnnlm.generation import SAMPLERS
 from keras_rnnlm.generation import reset_token_ids
 from keras_rnnlm.generation.samplers import MAX_SEED
 from keras_rnnlm.generation.text import MAX_TOKENS_LIMIT
-from keras_rnnlm.scoring.inference_model import build_inference_model
+from keras_rnnlm.inference_model import build_inference_model
 from keras_rnnlm.scoring.scorer import Scorer
 from keras_rnnlm.scoring.scorer import token_log_probs
 

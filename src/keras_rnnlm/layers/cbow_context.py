@@ -251,7 +251,7 @@ class CBOWContext(keras.layers.Layer):
         return [self.window]
 
     #: What the state holds, for the scoring graph and the export
-    #: (:mod:`keras_rnnlm.scoring.inference_model`): token ids, not floats.
+    #: (:mod:`keras_rnnlm.inference_model`): token ids, not floats.
     state_kinds = ("token_ids",)
 
     @property

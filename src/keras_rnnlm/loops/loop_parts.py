@@ -23,10 +23,18 @@ Each row block is computed by the same loop on the same weights; the
 results are those of the whole batch up to round-off in the matrix
 products' blocking.
 
+Where the caller has other work for the inter-op threads, the loops it
+traces inside :func:`whole_batches` run whole: the Evaluator's window loop
+on several threads runs window ``w + 1``'s first layer beside window
+``w``'s later layers and its decoder instead
+(:mod:`keras_rnnlm.evaluation.static`).
+
 ``KERAS_RNNLM_LOOP_PARTS`` (an integer; 1 turns the split off) overrides
 the choice, for benchmarks and for machines where the default is wrong.
 """
 
+import contextlib
+import contextvars
 import os
 
 from keras import backend
@@ -44,6 +52,19 @@ MAX_STEP_MACS = 32_000_000
 
 #: The environment variable that overrides :func:`loop_parts`.
 ENV = "KERAS_RNNLM_LOOP_PARTS"
+
+_WHOLE = contextvars.ContextVar("keras_rnnlm_whole_batches", default=False)
+
+
+@contextlib.contextmanager
+def whole_batches():
+    """Loops traced inside run as one block (unless :data:`ENV` says
+    otherwise): the caller runs other work beside them."""
+    token = _WHOLE.set(True)
+    try:
+        yield
+    finally:
+        _WHOLE.reset(token)
 
 
 def inter_op_threads():
@@ -79,7 +100,7 @@ def _graph_parts(batch, step_weights=0):
     forced = _override()
     if forced is not None:
         return max(1, min(forced, batch))
-    if batch * step_weights > MAX_STEP_MACS:
+    if _WHOLE.get() or batch * step_weights > MAX_STEP_MACS:
         return 1
     return max(1, min(inter_op_threads(), batch // MIN_ROWS))
 

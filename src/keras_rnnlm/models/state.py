@@ -2,7 +2,7 @@
 
 :func:`outer_recurrent_layers` is the one answer to "which are the
 recurrent layers of this model": :func:`reset_states` zeroes their
-states, the scoring graph (:mod:`keras_rnnlm.scoring.inference_model`)
+states, the scoring graph (:mod:`keras_rnnlm.inference_model`)
 gives each its stateless twin.
 """
 

@@ -14,9 +14,9 @@ not load the scorer and its model stack.
 import importlib
 
 _EXPORTS = {
-    "InferenceModel": "inference_model",
-    "build_inference_model": "inference_model",
-    "is_recurrent_layer": "inference_model",
+    "InferenceModel": "keras_rnnlm.inference_model",
+    "build_inference_model": "keras_rnnlm.inference_model",
+    "is_recurrent_layer": "keras_rnnlm.inference_model",
     "Scorer": "scorer",
     "ScoringState": "scorer",
     "SentenceScore": "scorer",
@@ -31,5 +31,8 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name):
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
+    target = _EXPORTS[name]
+    if "." not in target:
+        target = f"{__name__}.{target}"
+    module = importlib.import_module(target)
     return getattr(module, name)

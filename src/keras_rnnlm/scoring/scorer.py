@@ -57,8 +57,8 @@ from keras_rnnlm.metrics import token_nll
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.runs import load_run
 from keras_rnnlm.runs import run_weights
-from keras_rnnlm.scoring.inference_model import InferenceModel
-from keras_rnnlm.scoring.inference_model import build_inference_model
+from keras_rnnlm.inference_model import InferenceModel
+from keras_rnnlm.inference_model import build_inference_model
 from keras_rnnlm.scoring.streaming import MAX_BATCH_TOKENS
 from keras_rnnlm.scoring.streaming import TIME_BUCKETS
 from keras_rnnlm.scoring.streaming import TokenBudget

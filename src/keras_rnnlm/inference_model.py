@@ -170,6 +170,17 @@ class InferenceModel:
                 f"{STATE_KINDS} per state {self.state_names}"
             )
 
+    #: ``(source layer, twin)`` of every recurrent layer
+    #: (:func:`build_inference_model`): what :meth:`update_weights` copies.
+    twins = ()
+
+    def update_weights(self):
+        """Copies the source model's recurrent weights into their twins
+        again (after the source's weights changed; the other layers are
+        the source's own)."""
+        for layer, twin in self.twins:
+            twin.set_weights(layer.get_weights())
+
     @property
     def keyed_model(self):
         """The graph with the cache keys (the last recurrent layer's output
@@ -229,7 +240,7 @@ class InferenceModel:
         return out[0][0], list(out[1:])
 
 
-def build_inference_model(model, portable=False):
+def build_inference_model(model, portable=False, stateful_source=False):
     """Builds the :class:`InferenceModel` of a stateless builder model.
 
     Args:
@@ -237,11 +248,16 @@ def build_inference_model(model, portable=False):
             logits (batch, time, vocab), e.g.
             ``build_language_model(config, V, None, stateful=False)`` with
             trained weights loaded. A stateful model is rejected (its state
-            variables would be shared between requests).
+            variables would be shared between requests) unless
+            ``stateful_source``.
 
         portable: build the recurrent twins with ``fused=False`` where the
             layer has that option: no XLA-compiled function in the graph
             (for serving binaries without XLA), same numbers, slower.
+        stateful_source: accept a stateful ``model`` (an Evaluator's, of a
+            fixed batch size): its state variables are in no graph the
+            result runs, since every recurrent layer is replaced by its
+            stateless twin.
 
     Returns:
         An :class:`InferenceModel` sharing the non-recurrent layers (and
@@ -262,13 +278,13 @@ def build_inference_model(model, portable=False):
     if not layers:
         raise ValueError(
             f"Model {model.name!r} has no recurrent layer (see "
-            "keras_rnnlm.scoring.inference_model for what a recurrent layer "
+            "keras_rnnlm.inference_model for what a recurrent layer "
             "must provide)"
         )
     stateful = [
         layer.name for layer in layers if getattr(layer, "stateful", False)
     ]
-    if stateful:
+    if stateful and not stateful_source:
         raise ValueError(
             f"Layers {stateful} are stateful: build the inference graph from "
             "a stateless model (build_language_model(..., stateful=False)) "
@@ -363,9 +379,8 @@ def build_inference_model(model, portable=False):
     if isinstance(logits, (list, tuple)):
         logits = logits[0]
     logits = at_positions(logits)  # a model without a head layer
-    for layer in layers:
-        twin = twins[id(layer)][1]
-        twin.set_weights(layer.get_weights())
+    pairs = [(layer, twins[id(layer)][1]) for layer in layers]
+    for _, twin in pairs:
         # Scoring never differentiates: no per-step saves in the loops.
         set_forward_only(twin)
     state_in = [t for i in range(len(layers)) for t in inputs[i]]
@@ -376,6 +391,9 @@ def build_inference_model(model, portable=False):
         name=f"{model.name}_infer",
     )
     vocab_size = logits.shape[-1]
-    return InferenceModel(
+    inference = InferenceModel(
         graph, names, shapes, vocab_size, portable, values, kinds
     )
+    inference.twins = pairs
+    inference.update_weights()
+    return inference
