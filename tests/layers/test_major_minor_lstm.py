@@ -8,6 +8,7 @@ from layer_testing import run_layer_test
 
 from keras_rnnlm.config import ConfigError
 from keras_rnnlm.config import ModelConfig
+from keras_rnnlm.inference_model import build_inference_model
 from keras_rnnlm.layers.major_minor_lstm import MajorMinorLSTM
 from keras_rnnlm.layers.major_minor_lstm import count_params
 from keras_rnnlm.layers.major_minor_lstm import split_units
@@ -16,7 +17,6 @@ from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import copy_weights
 from keras_rnnlm.models import reset_states
 from keras_rnnlm.models.state import outer_recurrent_layers
-from keras_rnnlm.inference_model import build_inference_model
 
 B, T, D, E = 3, 7, 5, 4  # batch, time, previous-layer size, embedding size
 

@@ -7,13 +7,13 @@ from keras import ops
 
 from keras_rnnlm.config import ModelConfig
 from keras_rnnlm.evaluation.static import Evaluator
+from keras_rnnlm.inference_model import build_inference_model
 from keras_rnnlm.layers import LSTM
 from keras_rnnlm.layers.major_minor_lstm import MajorMinorLSTM
 from keras_rnnlm.layers.multicell_lstm import MultiCellLSTM
 from keras_rnnlm.layers.multiplicative import CELLS
 from keras_rnnlm.layers.multiplicative import MultiplicativeRNN
 from keras_rnnlm.loops.recurrence import set_forward_only
-from keras_rnnlm.inference_model import build_inference_model
 
 B, T, D, H = 3, 6, 5, 4
 

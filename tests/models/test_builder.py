@@ -331,8 +331,8 @@ def test_seed_offsets_are_pinned():
 
 
 def test_outer_recurrent_layers_shared_with_scoring():
-    from keras_rnnlm.models.state import outer_recurrent_layers
     from keras_rnnlm import inference_model
+    from keras_rnnlm.models.state import outer_recurrent_layers
 
     assert inference_model.outer_recurrent_layers is outer_recurrent_layers
     cfg = ModelConfig(

@@ -7,10 +7,10 @@ from keras import ops
 
 from keras_rnnlm.config import ModelConfig
 from keras_rnnlm.data.vocabulary import Vocabulary
+from keras_rnnlm.inference_model import build_inference_model
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import copy_weights
 from keras_rnnlm.models.context import set_context_idf
-from keras_rnnlm.inference_model import build_inference_model
 from keras_rnnlm.scoring.scorer import Scorer
 
 V = 30

@@ -53,12 +53,12 @@ from keras_rnnlm.data.registry import get_corpus_spec
 from keras_rnnlm.data.sentences import sentence_rule
 from keras_rnnlm.data.sentences import sentence_starts
 from keras_rnnlm.evaluation.static import load_checked_weights
+from keras_rnnlm.inference_model import InferenceModel
+from keras_rnnlm.inference_model import build_inference_model
 from keras_rnnlm.metrics import token_nll
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.runs import load_run
 from keras_rnnlm.runs import run_weights
-from keras_rnnlm.inference_model import InferenceModel
-from keras_rnnlm.inference_model import build_inference_model
 from keras_rnnlm.scoring.streaming import MAX_BATCH_TOKENS
 from keras_rnnlm.scoring.streaming import TIME_BUCKETS
 from keras_rnnlm.scoring.streaming import TokenBudget
