@@ -53,20 +53,26 @@ def test_the_choice_in_a_graph(monkeypatch):
 
 
 @tf_only
-def test_loops_traced_inside_whole_batches_run_whole(monkeypatch):
-    """The Evaluator's overlapping window loop runs its loops whole; the
-    environment's override still wins."""
+def test_loops_of_overlapping_windows(monkeypatch):
+    """In the Evaluator's overlapping window loop a model of several
+    layers runs its loops whole, one of a single layer as row blocks even
+    when its steps are large; the environment's override still wins."""
     monkeypatch.delenv(lp.ENV, raising=False)
     monkeypatch.setattr(lp, "inter_op_threads", lambda: 2)
 
-    def parts():
-        with lp.whole_batches():
-            inside = lp.loop_parts(10, 400 * 1600)
-        return [inside, lp.loop_parts(10, 400 * 1600)]
+    def parts(layers, step_weights):
+        def run():
+            with lp.overlapping_windows(layers):
+                inside = lp.loop_parts(32, step_weights)
+            return [inside, lp.loop_parts(32, step_weights)]
 
-    assert _in_graph(parts) == [1, 2]
-    monkeypatch.setenv(lp.ENV, "2")
-    assert _in_graph(parts) == [2, 2]
+        return _in_graph(run)
+
+    assert parts(3, 400 * 1600) == [1, 2]
+    assert parts(1, 400 * 1600) == [2, 2]
+    assert parts(1, 1150 * 4600) == [2, 1]
+    monkeypatch.setenv(lp.ENV, "3")
+    assert parts(3, 400 * 1600) == [3, 3]
 
 
 @tf_only

@@ -33,12 +33,13 @@ from keras_rnnlm.data.graph_windows import window_chunks
 from keras_rnnlm.data.sentences import lm_sequence
 from keras_rnnlm.inference_model import build_inference_model
 from keras_rnnlm.loops.loop_parts import may_split
-from keras_rnnlm.loops.loop_parts import whole_batches
+from keras_rnnlm.loops.loop_parts import overlapping_windows
 from keras_rnnlm.loops.recurrence import set_forward_only
 from keras_rnnlm.metrics import LanguageModelMetrics
 from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
 from keras_rnnlm.models.builder import build_language_model
+from keras_rnnlm.models.state import outer_recurrent_layers
 from keras_rnnlm.models.state import reset_states
 from keras_rnnlm.models.weights import copy_weights
 from keras_rnnlm.models.weights import load_weights_file
@@ -358,9 +359,10 @@ class Evaluator:
         and the metric's sums as loop variables: a window's body assigns
         no variable, so TensorFlow's executor starts window ``w + 1``'s
         first layer as soon as window ``w``'s first layer is done, beside
-        ``w``'s later layers and decoder (the recurrent loops run whole,
-        :func:`~keras_rnnlm.loops.loop_parts.whole_batches`: each window
-        is already one thread's work). The metric's variables take the
+        ``w``'s later layers and decoder (with several layers the loops run
+        whole, with one as row blocks:
+        :func:`~keras_rnnlm.loops.loop_parts.overlapping_windows`). The
+        metric's variables take the
         sums once a chunk. Measured on a 2-core AMD EPYC, two threads,
         PTB validation, seconds a pass after the first (the stateful
         model's loop over row blocks / this loop): AWD-LSTM ``cpu`` at
@@ -375,6 +377,7 @@ class Evaluator:
             self.model, stateful_source=True
         )
         inference, metric, width = self._inference, self._metric, self.bptt
+        layers = len(outer_recurrent_layers(self.model))
 
         def loop(slab, offsets, lengths, states):
             count = tf.reduce_sum(tf.cast(lengths > 0, tf.int32))
@@ -385,7 +388,7 @@ class Evaluator:
                 logits, states = inference(x, states)
                 return i + 1, metric.add_sums(sums, y, logits, w), states
 
-            with whole_batches():
+            with overlapping_windows(layers):
                 _, sums, states = tf.while_loop(
                     lambda i, *_: i < count,
                     body,
