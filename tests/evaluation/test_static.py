@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from keras import ops
 
 from keras_rnnlm.config import ModelConfig
+from keras_rnnlm.evaluation.static import OVERLAPPING_WINDOWS
 from keras_rnnlm.evaluation.static import Evaluator
 from keras_rnnlm.models import build_language_model
 from keras_rnnlm.models import copy_weights
@@ -177,7 +178,9 @@ def _body_ops(ev, ids):
     }
     (loop,) = [op for op in graph.get_operations() if op.type == "While"]
     body = library[loop.get_attr("body").name]
-    return {node.op for node in body.node_def}
+    return {node.op for node in body.node_def}, loop.get_attr(
+        "parallel_iterations"
+    )
 
 
 def test_the_graph_window_loop_assigns_nothing_inside_a_window():
@@ -192,7 +195,9 @@ def test_the_graph_window_loop_assigns_nothing_inside_a_window():
     ids = np.random.default_rng(9).integers(0, VOCAB, 300).astype("int32")
     ev = Evaluator(CONFIG, VOCAB, 4, 7, jit_compile=False)
     first = ev.evaluate(ids)["nll"]
-    assert not {op for op in _body_ops(ev, ids) if "Assign" in op}
+    ops_, in_flight = _body_ops(ev, ids)
+    assert not {op for op in ops_ if "Assign" in op}
+    assert in_flight == OVERLAPPING_WINDOWS  # two layers: windows overlap
     copy_weights(_reference_model(), ev.model)
     second = ev.evaluate(ids)["nll"]
     assert second != first
@@ -200,6 +205,22 @@ def test_the_graph_window_loop_assigns_nothing_inside_a_window():
     fresh = Evaluator(CONFIG, VOCAB, 4, 7, jit_compile=True)
     copy_weights(_reference_model(), fresh.model)
     assert math.isclose(second, fresh.evaluate(ids)["nll"], rel_tol=1e-6)
+
+
+def test_a_single_layer_runs_one_window_at_a_time():
+    """A model of one recurrent layer: its windows cannot overlap, so
+    the graph loop runs them one at a time (two only crowd its row
+    blocks), with the same result."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("the window loop is TensorFlow's")
+    config = ModelConfig(embedding_dim=6, hidden_sizes=[6], init_range=0.5)
+    ids = np.random.default_rng(10).integers(0, VOCAB, 200).astype("int32")
+    ev = Evaluator(config, VOCAB, 4, 7, jit_compile=False)
+    nll = ev.evaluate(ids)["nll"]
+    assert _body_ops(ev, ids)[1] == 1
+    assert math.isclose(nll, _model_evaluate_nll(ev, ids), rel_tol=1e-6)
 
 
 def test_the_window_loop_is_traced_once_for_every_split():

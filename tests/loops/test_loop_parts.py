@@ -53,16 +53,17 @@ def test_the_choice_in_a_graph(monkeypatch):
 
 
 @tf_only
-def test_loops_of_overlapping_windows(monkeypatch):
-    """In the Evaluator's overlapping window loop a model of several
-    layers runs its loops whole, one of a single layer as row blocks even
-    when its steps are large; the environment's override still wins."""
+def test_loops_of_the_evaluators_window_loop(monkeypatch):
+    """In the Evaluator's graph window loop a model of several layers
+    (windows overlapping) runs its loops whole, one of a single layer as
+    row blocks even when its steps are large; the environment's override
+    still wins."""
     monkeypatch.delenv(lp.ENV, raising=False)
     monkeypatch.setattr(lp, "inter_op_threads", lambda: 2)
 
     def parts(layers, step_weights):
         def run():
-            with lp.overlapping_windows(layers):
+            with lp.window_loop(layers):
                 inside = lp.loop_parts(32, step_weights)
             return [inside, lp.loop_parts(32, step_weights)]
 

@@ -33,7 +33,7 @@ from keras_rnnlm.data.graph_windows import window_chunks
 from keras_rnnlm.data.sentences import lm_sequence
 from keras_rnnlm.inference_model import build_inference_model
 from keras_rnnlm.loops.loop_parts import may_split
-from keras_rnnlm.loops.loop_parts import overlapping_windows
+from keras_rnnlm.loops.loop_parts import window_loop
 from keras_rnnlm.loops.recurrence import set_forward_only
 from keras_rnnlm.metrics import LanguageModelMetrics
 from keras_rnnlm.metrics import TokenCrossEntropy
@@ -65,13 +65,17 @@ def eval_jit_compile(jit_compile, batch_size):
 
     ``"auto"`` on TensorFlow: ``True`` (one XLA program for the whole
     forward-only step: the decoder's product and the loss fuse, with no
-    per-op dispatch) unless the recurrent loops can run as concurrent row
-    blocks of the batch (:func:`~keras_rnnlm.loops.loop_parts.may_split`:
-    more than one inter-op thread and batch >= 4), which one XLA program
-    would run one after the other. Measured on the AWD-LSTM ``cpu``
-    shape, 2-core machine, ms a window of 35 (``tf.function`` / XLA):
-    batch 1, 5.85 / 5.01 at one thread and 4.92 / 4.51 at two; batch 10,
-    21.0 / 19.8 at one thread, 15.2 / 16.5 at two. Other backends:
+    per-op dispatch) unless the graph can run work side by side
+    (:func:`~keras_rnnlm.loops.loop_parts.may_split`: more than one
+    inter-op thread and batch >= 4): there the Evaluator's window loop is
+    a graph whose windows overlap
+    (:meth:`Evaluator._graph_window_loop`), and ``model.evaluate``
+    runs its loops as row blocks; one XLA program would run every part
+    one after the other. Measured on the AWD-LSTM ``cpu``
+    shape, 2-core machine, ms a window of 35 (``tf.function`` with row
+    blocks / XLA): batch 1, 5.85 / 5.01 at one thread and 4.92 / 4.51 at
+    two; batch 10, 21.0 / 19.8 at one thread, 15.2 / 16.5 at two. Other
+    backends:
     ``"auto"`` (Keras's choice: jitted on JAX).
     """
     if jit_compile != "auto" or backend.backend() != "tensorflow":
@@ -111,13 +115,16 @@ def eval_steps_per_execution(steps_per_execution, jit_compile, batch_size):
     )
 
 
-#: Windows the graph window loop runs at once
-#: (:meth:`Evaluator._overlapping_window_loop`). Two keep both threads of
-#: a 2-core machine busy; each window more in flight holds its logits
-#: (``batch x bptt x vocabulary`` floats). Measured on the AWD-LSTM
-#: ``cpu`` shape, PTB validation at batch 10, two threads: 10 windows,
-#: passes of 4.39-4.77 s, peak RSS 942 MB; 2 windows, 4.48-4.68 s, 930 MB;
-#: 1 (no overlap), 6.2-6.5 s, 881 MB.
+#: Windows the graph window loop runs at once for a model of several
+#: recurrent layers (:meth:`Evaluator._graph_window_loop`). Two keep both
+#: threads of a 2-core machine busy; each window more in flight holds its
+#: logits (``batch x bptt x vocabulary`` floats). Measured on the
+#: AWD-LSTM ``cpu`` shape, PTB validation at batch 10, two threads: 10
+#: windows, passes of 4.39-4.77 s, peak RSS 942 MB; 2 windows, 4.48-4.68
+#: s, 930 MB; 1 (no overlap), 6.2-6.5 s, 881 MB. A model of one layer
+#: runs one window at a time: its windows cannot overlap, and two in
+#: flight only crowd its row blocks (the mLSTM at batch 32, 2.21-2.22 s
+#: a pass against 1.94-1.95).
 OVERLAPPING_WINDOWS = 2
 
 
@@ -330,11 +337,11 @@ class Evaluator:
         10, 26,869 / 16,353 (16,313-22,006). XLA-compiled as
         :func:`eval_jit_compile` says (one XLA program of the chunk's
         windows where the recurrent loops run whole); else
-        :meth:`_overlapping_window_loop`."""
+        :meth:`_graph_window_loop`."""
         import tensorflow as tf  # TensorFlow backend only (supports)
 
         if self._jit is not True:
-            return self._overlapping_window_loop()
+            return self._graph_window_loop()
         model, metric, width = self.model, self._metric, self.bptt
 
         def loop(slab, offsets, lengths):
@@ -349,9 +356,9 @@ class Evaluator:
 
         return tf.function(loop, jit_compile=self._jit, autograph=False)
 
-    def _overlapping_window_loop(self):
-        """The window loop of a graph whose windows overlap on several
-        threads: ``states = loop(slab, offsets, lengths, states)``.
+    def _graph_window_loop(self):
+        """The window loop of a graph on several threads, whose windows
+        overlap: ``states = loop(slab, offsets, lengths, states)``.
 
         The model's stateless twin
         (:func:`~keras_rnnlm.inference_model.build_inference_model`)
@@ -359,16 +366,15 @@ class Evaluator:
         and the metric's sums as loop variables: a window's body assigns
         no variable, so TensorFlow's executor starts window ``w + 1``'s
         first layer as soon as window ``w``'s first layer is done, beside
-        ``w``'s later layers and decoder (with several layers the loops run
-        whole, with one as row blocks:
-        :func:`~keras_rnnlm.loops.loop_parts.overlapping_windows`). The
-        metric's variables take the
-        sums once a chunk. Measured on a 2-core AMD EPYC, two threads,
-        PTB validation, seconds a pass after the first (the stateful
-        model's loop over row blocks / this loop): AWD-LSTM ``cpu`` at
-        batch 10, 4.99-5.14 / 4.44-4.75; Zaremba small at batch 20,
-        2.80-3.22 / 2.51-2.65. At batch 1 the one XLA program of
-        :func:`eval_jit_compile` stays ahead (test split: 9.1 s against
+        ``w``'s later layers and decoder (:data:`OVERLAPPING_WINDOWS`; a
+        model of one layer runs one window at a time, its loop as row
+        blocks: :func:`~keras_rnnlm.loops.loop_parts.window_loop`). The
+        metric's variables take the sums once a chunk. Measured on a
+        2-core AMD EPYC, two threads, PTB validation, seconds a pass after
+        the first (the stateful model's loop over row blocks / this loop):
+        AWD-LSTM ``cpu`` at batch 10, 4.99-5.27 / 4.42-4.75; Zaremba small
+        at batch 20, 2.80-3.22 / 2.51-2.65. At batch 1 the one XLA program
+        of :func:`eval_jit_compile` stays ahead (test split: 9.1 s against
         9.8 s a pass).
         """
         import tensorflow as tf  # TensorFlow backend only (supports)
@@ -388,12 +394,14 @@ class Evaluator:
                 logits, states = inference(x, states)
                 return i + 1, metric.add_sums(sums, y, logits, w), states
 
-            with overlapping_windows(layers):
+            with window_loop(layers):
                 _, sums, states = tf.while_loop(
                     lambda i, *_: i < count,
                     body,
                     (tf.constant(0), sums, list(states)),
-                    parallel_iterations=OVERLAPPING_WINDOWS,
+                    parallel_iterations=OVERLAPPING_WINDOWS
+                    if layers > 1
+                    else 1,
                 )
             for variable, value in zip(metric.sums, sums):
                 variable.assign(value)

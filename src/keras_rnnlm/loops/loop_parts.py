@@ -23,13 +23,13 @@ Each row block is computed by the same loop on the same weights; the
 results are those of the whole batch up to round-off in the matrix
 products' blocking.
 
-Inside a loop whose iterations overlap (the Evaluator's window loop on
-several threads, :mod:`keras_rnnlm.evaluation.static`, runs window
-``w + 1``'s first layer beside window ``w``'s later layers and decoder),
-the loops traced in :func:`overlapping_windows` follow another rule: a
-model of several recurrent layers runs each loop whole (the overlap
-keeps the threads busy), a model of one layer, whose windows cannot
-overlap, runs it as row blocks whatever its step size.
+The loops of the Evaluator's graph window loop
+(:mod:`keras_rnnlm.evaluation.static`), traced in :func:`window_loop`,
+follow another rule: a model of several recurrent layers runs each loop
+whole, since its windows overlap there (window ``w + 1``'s first layer
+beside window ``w``'s later layers and decoder) and keep the threads
+busy; a model of one layer, whose windows cannot overlap, runs its loop
+as row blocks whatever its step size.
 
 ``KERAS_RNNLM_LOOP_PARTS`` (an integer; 1 turns the split off) overrides
 the choice, for benchmarks and for machines where the default is wrong.
@@ -59,16 +59,17 @@ _OVERLAP = contextvars.ContextVar("keras_rnnlm_overlap", default=None)
 
 
 @contextlib.contextmanager
-def overlapping_windows(layers):
-    """Loops traced inside belong to windows that overlap, of a model of
-    ``layers`` recurrent layers (see the module doc): several layers,
-    each loop one block; one layer, row blocks whatever the step size.
-    :data:`ENV` still overrides. Measured on a 2-core AMD EPYC, two
-    threads, PTB validation, seconds a pass (one block / row blocks):
-    AWD-LSTM ``cpu`` (3 layers, batch 10) 4.31-4.33 / 4.55-4.64;
-    multi-cell small (2 layers, batch 20) 2.74-2.76 / 2.86-2.93; Zaremba
-    small (2 layers, batch 20) 2.57-2.67 / 2.58-2.60; mLSTM (1 layer of
-    574, batch 32) 3.47-3.49 / 2.28-2.38."""
+def window_loop(layers):
+    """Loops traced inside belong to the Evaluator's graph window loop of
+    a model of ``layers`` recurrent layers (see the module doc): several
+    layers (windows overlapping), each loop one block; one layer, row
+    blocks whatever the step size. :data:`ENV` still overrides. Measured
+    on a 2-core AMD EPYC, two threads, PTB validation, seconds a pass
+    (one block / row blocks): AWD-LSTM ``cpu`` (3 layers, batch 10)
+    4.31-4.33 / 4.55-4.64; multi-cell small (2 layers, batch 20)
+    2.74-2.76 / 2.86-2.93; Zaremba small (2 layers, batch 20) 2.57-2.67 /
+    2.58-2.60; mLSTM (1 layer of 574, batch 32, windows one after the
+    other) 3.50-3.75 / 1.94-1.95."""
     token = _OVERLAP.set("whole" if layers > 1 else "rows")
     try:
         yield
