@@ -391,8 +391,10 @@ class Evaluator:
 
             def body(i, sums, states):
                 x, y, w = cut_window(slab, offsets[i], lengths[i], width)
-                logits, states = inference(x, states)
-                return i + 1, metric.add_sums(sums, y, logits, w), states
+                logits, new = inference(x, states)
+                for n, old in zip(new, states):
+                    n.set_shape(old.shape)  # layers may lose the batch size
+                return i + 1, metric.add_sums(sums, y, logits, w), new
 
             with window_loop(layers):
                 _, sums, states = tf.while_loop(
