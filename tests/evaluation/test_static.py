@@ -468,3 +468,49 @@ def test_evaluate_reports_its_time_and_tokens_per_second(
     assert r["seconds"] > 0
     assert r["tokens_per_s"] == pytest.approx(r["tokens"] / r["seconds"])
     assert first.endswith(f"{r['tokens_per_s']:.0f} tokens/s)")
+
+
+_FAMILIES = {
+    "awd_doc": dict(
+        embedding_dim=8,
+        hidden_sizes=[12, 8],
+        locked_dropout=True,
+        dropout=0.4,
+        dropouth=0.25,
+        dropouti=0.4,
+        head="doc",
+        mixture_components=[1, 2, 3],
+    ),
+    "awd_mos": dict(
+        embedding_dim=8, hidden_sizes=[12, 8], head="mos", mixture_components=3
+    ),
+    "multicell": dict(
+        embedding_dim=8,
+        hidden_sizes=[8, 8],
+        cell="multicell_lstm",
+        cell_kwargs=dict(
+            num_cells=3, strategy="min_max", initial_cells="linspace"
+        ),
+    ),
+    "mlstm": dict(embedding_dim=8, hidden_sizes=[10], cell="mlstm"),
+}
+
+
+@pytest.mark.parametrize("family", sorted(_FAMILIES))
+def test_the_graph_window_loop_gives_the_xla_loops_result(family):
+    """Every family's stateless twin in the graph loop (the path of
+    several threads) gives the stateful XLA loop's NLL: heads of several
+    components, multi-cell states, a single multiplicative layer."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("the window loop is TensorFlow's")
+    config = ModelConfig(init_range=0.5, **_FAMILIES[family])
+    source = build_language_model(config, VOCAB, None, stateful=False, seed=4)
+    ids = np.random.default_rng(11).integers(0, VOCAB, 260).astype("int32")
+    results = []
+    for jit in (False, True):
+        ev = Evaluator(config, VOCAB, 4, 9, jit_compile=jit)
+        copy_weights(source, ev.model)
+        results.append(ev.evaluate(ids)["nll"])
+    assert math.isclose(results[0], results[1], rel_tol=1e-5)
