@@ -212,7 +212,7 @@ class Evaluator:
         self.windows_a_call = window_loop_size(steps_per_execution)
         self._metric = LanguageModelMetrics(char_level)
         self._loop = None  # built at the first evaluate that runs it
-        self._inference = None  # the stateless twin of an overlapping loop
+        self._inference = None  # the stateless twin of the graph loop
         self.model.compile(
             loss=TokenCrossEntropy(),
             weighted_metrics=lm_metrics(char_level),
@@ -357,8 +357,9 @@ class Evaluator:
         return tf.function(loop, jit_compile=self._jit, autograph=False)
 
     def _graph_window_loop(self):
-        """The window loop of a graph on several threads, whose windows
-        overlap: ``states = loop(slab, offsets, lengths, states)``.
+        """The window loop of a graph on several threads, its windows
+        overlapping where the model has several recurrent layers:
+        ``states = loop(slab, offsets, lengths, states)``.
 
         The model's stateless twin
         (:func:`~keras_rnnlm.inference_model.build_inference_model`)
