@@ -137,6 +137,8 @@ class InferenceModel:
             (``None``: all ``"recurrent"``); ``"token_ids"`` states (a
             CBOW context's last ``K`` ids) are float32 whole numbers in
             ``[-1, vocab_size)``.
+        twins: ``(source layer, twin)`` of every recurrent layer, what
+            :meth:`update_weights` copies.
     """
 
     def __init__(
@@ -148,8 +150,10 @@ class InferenceModel:
         portable=False,
         initial_values=None,
         state_kinds=None,
+        twins=(),
     ):
         self.model = model
+        self.twins = list(twins)
         self.state_names = list(state_names)
         self.state_shapes = [tuple(s) for s in state_shapes]
         self.vocab_size = int(vocab_size)
@@ -169,10 +173,6 @@ class InferenceModel:
                 f"state_kinds {self.state_kinds} must give one of "
                 f"{STATE_KINDS} per state {self.state_names}"
             )
-
-    #: ``(source layer, twin)`` of every recurrent layer
-    #: (:func:`build_inference_model`): what :meth:`update_weights` copies.
-    twins = ()
 
     def update_weights(self):
         """Copies the source model's recurrent weights into their twins
@@ -392,8 +392,7 @@ def build_inference_model(model, portable=False, stateful_source=False):
     )
     vocab_size = logits.shape[-1]
     inference = InferenceModel(
-        graph, names, shapes, vocab_size, portable, values, kinds
+        graph, names, shapes, vocab_size, portable, values, kinds, pairs
     )
-    inference.twins = pairs
     inference.update_weights()
     return inference

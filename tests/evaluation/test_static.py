@@ -169,9 +169,7 @@ def _body_ops(ev, ids):
     from keras_rnnlm.data.graph_windows import window_chunks
 
     slab, offsets, lengths, _ = next(window_chunks(ev.batches(ids), 4))
-    args = [slab, offsets, lengths]
-    if ev._inference is not None:
-        args.append(ev._inference.initial_states(ev.batch_size))
+    args = [slab, offsets, lengths, ev._inference.initial_states(ev.batch_size)]
     graph = ev._loop.get_concrete_function(*args).graph
     library = {
         f.signature.name: f for f in graph.as_graph_def().library.function
@@ -261,9 +259,11 @@ def test_the_xla_window_loop_takes_the_chunks_offsets_as_inputs():
     ev.evaluate(ids)
     chunks = list(window_chunks(ev.batches(ids), 4))
     first, last = chunks[0], chunks[-1]
+    states = ev._inference.initial_states(1)
     assert (first[1] != last[1]).any()
     hlo = [
-        ev._loop.experimental_get_compiler_ir(*c[:3])() for c in (first, last)
+        ev._loop.experimental_get_compiler_ir(*c[:3], states)()
+        for c in (first, last)
     ]
     assert hlo[0] == hlo[1]
 

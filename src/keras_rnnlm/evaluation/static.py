@@ -69,7 +69,7 @@ def eval_jit_compile(jit_compile, batch_size):
     (:func:`~keras_rnnlm.loops.loop_parts.may_split`: more than one
     inter-op thread and batch >= 4): there the Evaluator's window loop is
     a graph whose windows overlap
-    (:meth:`Evaluator._graph_window_loop`), and ``model.evaluate``
+    (:meth:`Evaluator._window_loop`), and ``model.evaluate``
     runs its loops as row blocks; one XLA program would run every part
     one after the other. Measured on the AWD-LSTM ``cpu``
     shape, 2-core machine, ms a window of 35 (``tf.function`` with row
@@ -116,7 +116,7 @@ def eval_steps_per_execution(steps_per_execution, jit_compile, batch_size):
 
 
 #: Windows the graph window loop runs at once for a model of several
-#: recurrent layers (:meth:`Evaluator._graph_window_loop`). Two keep both
+#: recurrent layers (:meth:`Evaluator._window_loop`). Two keep both
 #: threads of a 2-core machine busy; each window more in flight holds its
 #: logits (``batch x bptt x vocabulary`` floats). Measured on the
 #: AWD-LSTM ``cpu`` shape, PTB validation at batch 10, two threads: 10
@@ -212,7 +212,7 @@ class Evaluator:
         self.windows_a_call = window_loop_size(steps_per_execution)
         self._metric = LanguageModelMetrics(char_level)
         self._loop = None  # built at the first evaluate that runs it
-        self._inference = None  # the stateless twin of the graph loop
+        self._inference = None  # the stateless twin the loop runs
         self.model.compile(
             loss=TokenCrossEntropy(),
             weighted_metrics=lm_metrics(char_level),
@@ -304,29 +304,27 @@ class Evaluator:
         if self._loop is None:
             self._loop = self._window_loop()
         self._metric.reset_state()
-        states = None
-        if self._inference is not None:
-            self._inference.update_weights()
-            states = self._inference.initial_states(self.batch_size)
+        self._inference.update_weights()
+        states = self._inference.initial_states(self.batch_size)
         bar = keras.utils.Progbar(len(stream)) if verbose else None
         done = 0
         for slab, offsets, lengths, count in window_chunks(
             stream, self.windows_a_call
         ):
-            if states is None:
-                self._loop(slab, offsets, lengths)
-            else:
-                states = self._loop(slab, offsets, lengths, states)
+            states = self._loop(slab, offsets, lengths, states)
             done += int(count)
             if bar is not None:
                 bar.update(done)
         return float(self._metric.result()["nll"])
 
     def _window_loop(self):
-        """The compiled window loop: ``loop(slab, offsets, lengths)`` cuts
-        the windows of a chunk of the stream (those with a length > 0; see
+        """The compiled window loop:
+        ``states = loop(slab, offsets, lengths, states)`` cuts the windows
+        of a chunk of the stream (those with a length > 0; see
         :func:`~keras_rnnlm.data.graph_windows.window_chunks`) and runs
-        the model on each in turn, adding its NLL to ``self._metric``.
+        the model on each in turn, carrying the recurrent state from
+        window to window and adding each window's NLL to
+        ``self._metric``.
 
         Why not ``model.evaluate``: its ``tf.data`` iterator hands every
         window over between threads, which on a busy small machine waits
@@ -334,49 +332,27 @@ class Evaluator:
         on the AWD-LSTM ``cpu`` shape, 2-core machine, two threads,
         tok/s over five passes each (this loop / ``model.evaluate``):
         batch 1, 12,986 / 8,161 (median; its passes 8,137-11,880); batch
-        10, 26,869 / 16,353 (16,313-22,006). XLA-compiled as
-        :func:`eval_jit_compile` says (one XLA program of the chunk's
-        windows where the recurrent loops run whole); else
-        :meth:`_graph_window_loop`."""
-        import tensorflow as tf  # TensorFlow backend only (supports)
+        10, 26,869 / 16,353 (16,313-22,006).
 
-        if self._jit is not True:
-            return self._graph_window_loop()
-        model, metric, width = self.model, self._metric, self.bptt
-
-        def loop(slab, offsets, lengths):
-            count = tf.reduce_sum(tf.cast(lengths > 0, tf.int32))
-
-            def body(i):
-                x, y, w = cut_window(slab, offsets[i], lengths[i], width)
-                metric.update_state(y, model(x, training=False), w)
-                return (i + 1,)
-
-            tf.while_loop(lambda i: i < count, body, (tf.constant(0),))
-
-        return tf.function(loop, jit_compile=self._jit, autograph=False)
-
-    def _graph_window_loop(self):
-        """The window loop of a graph on several threads, its windows
-        overlapping where the model has several recurrent layers:
-        ``states = loop(slab, offsets, lengths, states)``.
-
-        The model's stateless twin
-        (:func:`~keras_rnnlm.inference_model.build_inference_model`)
-        takes the recurrent state as an input, and the loop carries it
+        The loop runs the model's stateless twin
+        (:func:`~keras_rnnlm.inference_model.build_inference_model`),
+        which takes the recurrent state as an input, and carries the state
         and the metric's sums as loop variables: a window's body assigns
-        no variable, so TensorFlow's executor starts window ``w + 1``'s
-        first layer as soon as window ``w``'s first layer is done, beside
-        ``w``'s later layers and decoder (:data:`OVERLAPPING_WINDOWS`; a
-        model of one layer runs one window at a time, its loop as row
-        blocks: :func:`~keras_rnnlm.loops.loop_parts.window_loop`). The
-        metric's variables take the sums once a chunk. Measured on a
-        2-core AMD EPYC, two threads, PTB validation, seconds a pass after
-        the first (the stateful model's loop over row blocks / this loop):
+        no variable. XLA-compiled as :func:`eval_jit_compile` says (one
+        XLA program of the chunk's windows at batch 1 or one thread);
+        else a graph, where TensorFlow's executor starts window
+        ``w + 1``'s first layer as soon as window ``w``'s first layer is
+        done, beside ``w``'s later layers and decoder
+        (:data:`OVERLAPPING_WINDOWS`; a model of one layer runs one window
+        at a time, its loop as row blocks:
+        :func:`~keras_rnnlm.loops.loop_parts.window_loop`). The metric's
+        variables take the sums once a chunk. Measured on a 2-core AMD
+        EPYC, two threads, PTB validation, seconds a pass after the first
+        (the stateful model's loop over row blocks / this graph loop):
         AWD-LSTM ``cpu`` at batch 10, 4.99-5.27 / 4.42-4.75; Zaremba small
         at batch 20, 2.80-3.22 / 2.51-2.65. At batch 1 the one XLA program
-        of :func:`eval_jit_compile` stays ahead (test split: 9.1 s against
-        9.8 s a pass).
+        stays ahead of the graph (test split: 9.1 s against 9.8 s a
+        pass).
         """
         import tensorflow as tf  # TensorFlow backend only (supports)
 
@@ -385,6 +361,7 @@ class Evaluator:
         )
         inference, metric, width = self._inference, self._metric, self.bptt
         layers = len(outer_recurrent_layers(self.model))
+        overlap = self._jit is not True and layers > 1
 
         def loop(slab, offsets, lengths, states):
             count = tf.reduce_sum(tf.cast(lengths > 0, tf.int32))
@@ -402,15 +379,13 @@ class Evaluator:
                     lambda i, *_: i < count,
                     body,
                     (tf.constant(0), sums, list(states)),
-                    parallel_iterations=OVERLAPPING_WINDOWS
-                    if layers > 1
-                    else 1,
+                    parallel_iterations=OVERLAPPING_WINDOWS if overlap else 1,
                 )
             for variable, value in zip(metric.sums, sums):
                 variable.assign(value)
             return states
 
-        return tf.function(loop, autograph=False)
+        return tf.function(loop, jit_compile=self._jit, autograph=False)
 
 
 def make_evaluator(config, corpus, batch_size, bptt=None, **kwargs):
