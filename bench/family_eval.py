@@ -72,6 +72,7 @@ from bench.harness.evaluation import cache_env
 from bench.harness.evaluation import check_evaluation_arguments
 from bench.harness.evaluation import cli_evaluate
 from bench.harness.evaluation import eval_records
+from bench.harness.evaluation import import_baselines
 from bench.harness.evaluation import keras_validation
 from bench.harness.evaluation import reference_result
 from bench.harness.evaluation import report_line
@@ -266,7 +267,10 @@ def measure_all(args, env, tmp):
     return shapes, interleave(keys, args.repeats, one, report)
 
 
-def records(args, shapes, samples):
+def records(args, shapes, samples, baselines=None):
+    """The records of ``samples``; ``baselines``: each side's import
+    peak (:func:`~bench.harness.evaluation.import_baselines`), for the
+    peak-RSS records' growth fields."""
     out = []
     for family, shape in shapes.items():
         recipe, preset, _ = FAMILIES[family]
@@ -281,7 +285,7 @@ def records(args, shapes, samples):
             batch = shape["batch"][split]
             out += eval_records(
                 prefix, split, batch, runs, ref, REFERENCE_NAME, args, shape,
-                **tags,
+                baselines, **tags,
             )  # fmt: skip
         runs = samples.get((family, "valid", "keras_validation"))
         if runs:
@@ -304,7 +308,8 @@ def main(argv=None):
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     with tempfile.TemporaryDirectory(prefix="family_eval_") as tmp:
         shapes, samples = measure_all(args, env, tmp)
-    report_records(MODULE, argv, env, args, records(args, shapes, samples))
+    recs = records(args, shapes, samples, import_baselines(env))
+    report_records(MODULE, argv, env, args, recs)
 
 
 if __name__ == "__main__":

@@ -103,7 +103,6 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -113,6 +112,9 @@ from bench.harness.isa import check_isa
 from bench.harness.options import PTB_TRAIN_TOKENS
 from bench.harness.options import add_output_arguments
 from bench.harness.options import bench_parser
+from bench.harness.processes import KERAS_IMPORT
+from bench.harness.processes import TORCH_IMPORT
+from bench.harness.processes import import_rss_mb
 from bench.harness.processes import interleave
 from bench.harness.processes import watch
 from bench.harness.records import record
@@ -215,31 +217,6 @@ def upstream_command(args, ref, work):
     return cmd + ["--epochs", "1000"]
 
 
-#: What each side imports before its work, run alone for its
-#: framework's baseline (:func:`import_rss_mb`); main.py's own modules
-#: add nothing measurable to ``import torch``.
-KERAS_IMPORT = "import keras_rnnlm, tensorflow"
-UPSTREAM_IMPORT = "import torch"
-_PRINT_PEAK = (
-    "\nwith open('/proc/self/status') as f:\n"
-    "    print([x.split()[1] for x in f if x.startswith('VmHWM:')][0])"
-)
-
-
-def import_rss_mb(code, env):
-    """The peak RSS (MB) of a fresh ``python -c CODE`` process under
-    ``env``: its own VmHWM, which it prints as it ends."""
-    out = subprocess.run(
-        [sys.executable, "-c", code + _PRINT_PEAK],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return int(out.stdout.split()[-1]) / 1024.0
-
-
 def run_keras(args, backend, work):
     """One trainer run on ``backend``: its batch and epoch-end rows, its
     log.csv rows, start time, peak RSS and exit
@@ -270,7 +247,7 @@ def run_upstream(args, ref, work):
         cwd=ref,
         log=log,
     )
-    run = {**proc, "import_rss_mb": import_rss_mb(UPSTREAM_IMPORT, env)}
+    run = {**proc, "import_rss_mb": import_rss_mb(TORCH_IMPORT, env)}
     path = os.path.join(work, "timing.json")
     if os.path.exists(path):
         with open(path) as f:

@@ -67,6 +67,7 @@ from bench.harness.evaluation import cache_env
 from bench.harness.evaluation import check_evaluation_arguments
 from bench.harness.evaluation import cli_evaluate
 from bench.harness.evaluation import eval_records
+from bench.harness.evaluation import import_baselines
 from bench.harness.evaluation import keras_validation
 from bench.harness.evaluation import reference_result
 from bench.harness.evaluation import report_line
@@ -337,7 +338,10 @@ def measure_all(args, env, tmp):
     return shape, interleave(keys, args.repeats, one, report)
 
 
-def records(args, shape, samples):
+def records(args, shape, samples, baselines=None):
+    """The records of ``samples``; ``baselines``: each side's import
+    peak (:func:`~bench.harness.evaluation.import_baselines`), for the
+    peak-RSS records' growth fields."""
     out = []
     prefix = f"awd_lstm_ptb_{args.preset}"
     tags = {"preset": args.preset, "recipe": RECIPE}
@@ -348,7 +352,7 @@ def records(args, shape, samples):
             batch = BATCHES[split]
             out += eval_records(
                 prefix, split, batch, runs, ref, REFERENCE_NAME, args, shape,
-                **tags,
+                baselines, **tags,
             )  # fmt: skip
     runs = samples.get(("valid", "keras_validation"))
     if runs:
@@ -370,7 +374,7 @@ def main(argv=None):
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     with tempfile.TemporaryDirectory(prefix="upstream_eval_") as tmp:
         shape, samples = measure_all(args, env, tmp)
-    recs = records(args, shape, samples)
+    recs = records(args, shape, samples, import_baselines(env))
     report_records(MODULE, argv, env, args, recs)
 
 

@@ -40,7 +40,10 @@ import sys
 import time
 
 from bench.harness.isa import ISA_SETTINGS
+from bench.harness.processes import KERAS_IMPORT
+from bench.harness.processes import TORCH_IMPORT
 from bench.harness.processes import cli_command
+from bench.harness.processes import import_rss_mb
 from bench.harness.processes import peak_rss_mb
 from bench.harness.processes import run_child
 from bench.harness.processes import watch
@@ -330,8 +333,48 @@ def _figure_record(
     )
 
 
+def import_baselines(env):
+    """Each side's framework baseline under ``env``: the peak RSS of a
+    fresh process of its imports alone
+    (:func:`~bench.harness.processes.import_rss_mb`),
+    ``(keras_rnnlm and TensorFlow, torch)``."""
+    return import_rss_mb(KERAS_IMPORT, env), import_rss_mb(TORCH_IMPORT, env)
+
+
+def growth_fields(runs, ref_runs, baselines):
+    """The fields a peak-RSS record adds with ``baselines`` (from
+    :func:`import_baselines`): each side's import peak and its median
+    peak above it (``keras_growth_mb``, ``reference_growth_mb``); the
+    package is within the reference's peak plus the frameworks' baseline
+    when ``within_baseline`` (its growth no more than the reference's)."""
+    keras_import, torch_import = baselines
+    out = {
+        "keras_import_rss_mb": round(keras_import, 1),
+        "reference_import_rss_mb": round(torch_import, 1),
+        "keras_growth_mb": round(
+            statistics.median(r["rss_mb"] for r in runs) - keras_import, 1
+        ),
+    }
+    if ref_runs:
+        ref = statistics.median(r["rss_mb"] for r in ref_runs)
+        out["reference_growth_mb"] = round(ref - torch_import, 1)
+        out["within_baseline"] = (
+            out["keras_growth_mb"] <= out["reference_growth_mb"]
+        )
+    return out
+
+
 def eval_records(
-    prefix, split, batch, runs, ref_runs, reference_name, args, shape, **extra
+    prefix,
+    split,
+    batch,
+    runs,
+    ref_runs,
+    reference_name,
+    args,
+    shape,
+    baselines=None,
+    **extra,
 ):
     """The records of one split's evaluation at ``batch`` streams, named
     ``PREFIX[_warm_cache]_eval_SPLIT_bBATCH`` (``args.compile_cache``):
@@ -341,7 +384,9 @@ def eval_records(
     their difference (``nll_difference``: both evaluated the same model
     on the same windows when it is round-off), the repeats' load
     averages, ``shape``'s window (``bptt``) and ``params``,
-    ``args.isa``, ``args.compile_cache`` and ``extra``."""
+    ``args.isa``, ``args.compile_cache`` and ``extra``; with
+    ``baselines`` (:func:`import_baselines`) the peak-RSS record also
+    holds :func:`growth_fields`."""
     name = f"{prefix}{cache_infix(args.compile_cache)}_eval_{split}_b{batch}"
     common = _shared_fields(
         runs,
@@ -353,7 +398,7 @@ def eval_records(
         compile_cache=args.compile_cache,
         **extra,
     )
-    return [
+    out = [
         _figure_record(
             kind,
             f"{name}{suffix}",
@@ -368,3 +413,7 @@ def eval_records(
         )
         for figure, kind, unit, suffix, digits, lower in FIGURES
     ]
+    if baselines:
+        memory = next(r for r in out if r["kind"] == "memory")
+        memory.update(growth_fields(runs, ref_runs, baselines))
+    return out

@@ -237,6 +237,31 @@ def note_import_rss():
     _IMPORT_RSS["mb"] = peak_rss_mb()
 
 
+#: What each side of a comparison imports before its work, run alone
+#: for its framework's baseline (:func:`import_rss_mb`); upstream's own
+#: modules add nothing measurable to ``import torch``.
+KERAS_IMPORT = "import keras_rnnlm, tensorflow"
+TORCH_IMPORT = "import torch"
+_PRINT_PEAK = (
+    "\nwith open('/proc/self/status') as f:\n"
+    "    print([x.split()[1] for x in f if x.startswith('VmHWM:')][0])"
+)
+
+
+def import_rss_mb(code, env):
+    """The peak RSS (MB) of a fresh ``python -c CODE`` process under
+    ``env``: its own VmHWM, which it prints as it ends."""
+    out = subprocess.run(
+        [sys.executable, "-c", code + _PRINT_PEAK],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(out.stdout.split()[-1]) / 1024.0
+
+
 def malloc_state():
     """How this process's glibc malloc was set: keras_rnnlm's tuning
     (``tuned: arena_max=1``, ``default`` when turned off,

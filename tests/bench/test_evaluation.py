@@ -7,6 +7,7 @@ import argparse
 import types
 
 import pytest
+from evaluation_runs import run
 
 from bench.harness import evaluation
 
@@ -95,3 +96,33 @@ def test_the_keras_child_validates_as_the_trainer_does(tiny_run, monkeypatch):
     assert r["nll"] == pytest.approx(want["nll"], rel=1e-6)
     assert r["tokens"] == want["tokens"]
     assert len(r["pass_seconds"]) == 2
+
+
+def test_a_peak_rss_record_says_each_sides_growth_over_its_import():
+    """With the frameworks' import peaks the memory record holds each
+    side's median peak above its own import: within the reference's peak
+    plus the frameworks' baseline when the package's growth is no more
+    than the reference's."""
+    args = types.SimpleNamespace(isa="default", compile_cache="off")
+    shape = {"bptt": 35, "params": 1}
+    keras = [run(1000.0, 5.0, rss=880.0), run(1000.0, 5.0, rss=900.0)]
+    ref = [run(900.0, 5.0, rss=300.0)]
+
+    def memory(ref_runs, baselines):
+        recs = evaluation.eval_records(
+            "m", "test", 1, keras, ref_runs, "ref", args, shape, baselines
+        )
+        return next(r for r in recs if r["kind"] == "memory")
+
+    rss = memory(ref, (690.0, 220.0))
+    assert (rss["keras_import_rss_mb"], rss["reference_import_rss_mb"]) == (
+        690.0,
+        220.0,
+    )
+    assert (rss["keras_growth_mb"], rss["reference_growth_mb"]) == (200, 80)
+    assert rss["within_baseline"] is False
+    assert memory([run(900.0, 5.0, rss=500.0)], (690.0, 220.0))[
+        "within_baseline"
+    ]
+    assert "keras_growth_mb" not in memory(ref, None)
+    assert "reference_growth_mb" not in memory(None, (690.0, 220.0))

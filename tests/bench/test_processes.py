@@ -1,9 +1,11 @@
 """bench/harness/processes.py: a watched child's peak RSS is its own,
 not the bench's that started it."""
 
+import os
 import sys
 import time
 
+from bench.harness.processes import import_rss_mb
 from bench.harness.processes import vm_hwm_mb
 from bench.harness.processes import watch
 
@@ -35,3 +37,8 @@ def test_a_watched_childs_peak_rss_leaves_out_the_parents():
 
 def test_no_peak_of_a_process_that_is_gone():
     assert vm_hwm_mb(2**22 + 7) is None  # above Linux's largest pid
+
+
+def test_an_import_alone_reports_its_own_peak():
+    got = import_rss_mb("import json", dict(os.environ))
+    assert 1.0 < got < 200.0  # a bare interpreter, not this process

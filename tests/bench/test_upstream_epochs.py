@@ -184,9 +184,3 @@ def test_the_peak_rss_record_carries_each_sides_import_and_growth():
     assert rss["reference_import_rss_mb"] == [219.0, 221.0]
     assert rss["keras_growth_mb"] == 422.0  # median of 410 and 434
     assert rss["reference_growth_mb"] == 545.0  # median of 541 and 549
-
-
-def test_an_import_alone_reports_its_own_peak():
-    env = ue.child_env(1, "default", "/data")
-    got = ue.import_rss_mb("import json", env)
-    assert 1.0 < got < 200.0  # a bare interpreter, not this process
