@@ -127,11 +127,17 @@ def cli_evaluate(run, split, batch, bptt, env, budget, log):
         "--bptt",
         str(bptt),
     )
+    # a crash prints its threads' stacks into the log
+    env = {**env, "PYTHONFAULTHANDLER": "1"}
     proc = watch(cmd, env, lambda: False, budget, log=log)
     with open(log) as f:
         text = f.read()
     if proc["returncode"] != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed:\n{text[-3000:]}")
+        how = " (stopped at its budget)" if proc["killed"] else ""
+        raise RuntimeError(
+            f"{' '.join(cmd)} exited with {proc['returncode']}{how}:\n"
+            f"{text[-3000:]}"
+        )
     out = json.JSONDecoder().raw_decode(text[text.index("\n{") + 1 :])[0]
     r = out[split]
     return {

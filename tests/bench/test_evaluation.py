@@ -4,6 +4,7 @@ figures of K passes leave the first (compiling) one out of the later
 passes' rate, and the records pair them with the reference's."""
 
 import argparse
+import os
 import types
 
 import pytest
@@ -126,3 +127,11 @@ def test_a_peak_rss_record_says_each_sides_growth_over_its_import():
     ]
     assert "keras_growth_mb" not in memory(ref, None)
     assert "reference_growth_mb" not in memory(None, (690.0, 220.0))
+
+
+def test_a_failed_evaluation_says_how_the_command_ended(tmp_path):
+    with pytest.raises(RuntimeError, match=r"exited with 2:\n.*missing"):
+        evaluation.cli_evaluate(
+            str(tmp_path / "missing"), "valid", 10, 35, dict(os.environ),
+            120, str(tmp_path / "log"),
+        )  # fmt: skip
