@@ -114,6 +114,7 @@ from bench.harness.options import add_output_arguments
 from bench.harness.options import bench_parser
 from bench.harness.processes import KERAS_IMPORT
 from bench.harness.processes import TORCH_IMPORT
+from bench.harness.processes import growth_mb
 from bench.harness.processes import import_rss_mb
 from bench.harness.processes import interleave
 from bench.harness.processes import watch
@@ -319,12 +320,6 @@ def _median(values):
 def _stem(args, backend):
     suffix = "" if backend == "tensorflow" else f"_{backend}"
     return f"awd_lstm_ptb_{args.preset}{suffix}"
-
-
-def growth_mb(peaks, imports):
-    """The median of each run's peak RSS less its side's import peak
-    (``import_rss_mb``); runs without either left out."""
-    return _median(p - i for p, i in zip(peaks, imports) if None not in (p, i))
 
 
 def _imports(runs):

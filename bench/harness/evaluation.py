@@ -43,6 +43,7 @@ from bench.harness.isa import ISA_SETTINGS
 from bench.harness.processes import KERAS_IMPORT
 from bench.harness.processes import TORCH_IMPORT
 from bench.harness.processes import cli_command
+from bench.harness.processes import growth_mb
 from bench.harness.processes import import_rss_mb
 from bench.harness.processes import peak_rss_mb
 from bench.harness.processes import run_child
@@ -127,8 +128,6 @@ def cli_evaluate(run, split, batch, bptt, env, budget, log):
         "--bptt",
         str(bptt),
     )
-    # a crash prints its threads' stacks into the log
-    env = {**env, "PYTHONFAULTHANDLER": "1"}
     proc = watch(cmd, env, lambda: False, budget, log=log)
     with open(log) as f:
         text = f.read()
@@ -354,16 +353,18 @@ def growth_fields(runs, ref_runs, baselines):
     package is within the reference's peak plus the frameworks' baseline
     when ``within_baseline`` (its growth no more than the reference's)."""
     keras_import, torch_import = baselines
+
+    def growth(side, mb):
+        peaks = [r["rss_mb"] for r in side]
+        return round(growth_mb(peaks, [mb] * len(peaks)), 1)
+
     out = {
         "keras_import_rss_mb": round(keras_import, 1),
         "reference_import_rss_mb": round(torch_import, 1),
-        "keras_growth_mb": round(
-            statistics.median(r["rss_mb"] for r in runs) - keras_import, 1
-        ),
+        "keras_growth_mb": growth(runs, keras_import),
     }
     if ref_runs:
-        ref = statistics.median(r["rss_mb"] for r in ref_runs)
-        out["reference_growth_mb"] = round(ref - torch_import, 1)
+        out["reference_growth_mb"] = growth(ref_runs, torch_import)
         out["within_baseline"] = (
             out["keras_growth_mb"] <= out["reference_growth_mb"]
         )

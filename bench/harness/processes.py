@@ -53,9 +53,11 @@ def thread_env(threads, interop=0, base=None, **extra):
     :func:`bench.harness.torch_side.set_torch_threads` applies; the
     package's compile cache off (``KERAS_RNNLM_COMPILE_CACHE=off``: every
     process compiles, as a first run does, whatever an earlier bench
-    left on disk); ``extra`` variables last."""
+    left on disk); Python's fault handler on (a crash prints its
+    threads' stacks into the child's log); ``extra`` variables last."""
     env = dict(os.environ if base is None else base)
     env["KERAS_RNNLM_COMPILE_CACHE"] = "off"
+    env["PYTHONFAULTHANDLER"] = "1"
     if threads:
         interop = interop or threads
         env.update(
@@ -260,6 +262,14 @@ def import_rss_mb(code, env):
         check=True,
     )
     return int(out.stdout.split()[-1]) / 1024.0
+
+
+def growth_mb(peaks, imports):
+    """The median of each run's peak RSS less its side's import peak
+    (:func:`import_rss_mb`); runs without either left out (None when none
+    is left)."""
+    values = [p - i for p, i in zip(peaks, imports) if None not in (p, i)]
+    return statistics.median(values) if values else None
 
 
 def malloc_state():
