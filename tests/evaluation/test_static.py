@@ -69,6 +69,7 @@ def test_auto_jit_compile_follows_the_loop_split(monkeypatch):
     import keras
 
     from keras_rnnlm.evaluation.static import eval_jit_compile
+    from keras_rnnlm.evaluation.static import eval_steps_per_execution
     from keras_rnnlm.loops import loop_parts
 
     assert eval_jit_compile(False, 1) is False
@@ -81,11 +82,43 @@ def test_auto_jit_compile_follows_the_loop_split(monkeypatch):
     assert eval_jit_compile("auto", 1) is True
     assert eval_jit_compile("auto", 3) is True  # one block of >= 2 rows
     assert eval_jit_compile("auto", 10) is False
+    # steps too large to split (their products use the threads): one
+    # XLA program, 32 windows a call
+    assert eval_jit_compile("auto", 10, 400 * 1600) is False
+    assert eval_jit_compile("auto", 10, 1150 * 4600) is True
+    assert eval_steps_per_execution("auto", "auto", 10, 1150 * 4600) == 32
+    assert eval_steps_per_execution("auto", "auto", 10, 400 * 1600) == 1
     monkeypatch.setattr(loop_parts, "inter_op_threads", lambda: 1)
     assert eval_jit_compile("auto", 10) is True
     monkeypatch.setenv(loop_parts.ENV, "2")
     assert eval_jit_compile("auto", 10) is False
     assert Evaluator(CONFIG, VOCAB, 10, 5).model.jit_compile is False
+
+
+def test_an_evaluator_of_large_steps_runs_one_xla_program(monkeypatch):
+    """Several recurrent layers whose steps are too large to split, in
+    long windows: the whole step XLA-compiled (their windows would overlap
+    in vain); short windows, or a model of one layer (its loop as row
+    blocks whatever its step size), keep the graph."""
+    import keras
+
+    from keras_rnnlm.evaluation.static import LONG_WINDOW
+    from keras_rnnlm.loops import loop_parts
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("TensorFlow's graph loop only")
+    monkeypatch.delenv(loop_parts.ENV, raising=False)
+    monkeypatch.setattr(loop_parts, "inter_op_threads", lambda: 2)
+    long = LONG_WINDOW
+    assert Evaluator(CONFIG, VOCAB, 10, long).model.jit_compile is False
+    # 10 rows x 6 x 24 entries of the first layer's step
+    monkeypatch.setattr(loop_parts, "MAX_STEP_MACS", 10 * 6 * 24 - 1)
+    ev = Evaluator(CONFIG, VOCAB, 10, long)
+    assert ev.model.jit_compile is True
+    assert ev.model.steps_per_execution == 32
+    assert Evaluator(CONFIG, VOCAB, 10, long - 1).model.jit_compile is False
+    one = ModelConfig(embedding_dim=6, hidden_sizes=[6], init_range=0.5)
+    assert Evaluator(one, VOCAB, 10, long).model.jit_compile is False
 
 
 @pytest.mark.parametrize("sentences", [False, True])

@@ -353,6 +353,35 @@ def test_outer_recurrent_layers_shared_with_scoring():
     assert infer.state_names[-1].startswith("state_1_")
 
 
+@pytest.mark.parametrize(
+    "cell, extra, entries",
+    [
+        ("lstm", {}, 8 * 32),  # H x 4H of the larger layer
+        ("gru", {}, 8 * 24),
+        ("mlstm", {}, None),
+        ("multicell_lstm", {"cell_kwargs": {"num_cells": 2}}, None),
+        # Major and Minor run as two loops on TensorFlow (4 and 4 units in
+        # the first layer); the second layer is all Major
+        ("mmlstm", {"major_proportions": [0.5, 1.0]}, 6 * 24),
+    ],
+)
+def test_largest_step_entries(cell, extra, entries):
+    """The weight entries of the model's largest recurrent step: what
+    the Evaluator weighs against the loops' split limit."""
+    from keras_rnnlm.models.state import largest_step_entries
+
+    cfg = ModelConfig(embedding_dim=6, hidden_sizes=[8, 6], cell=cell, **extra)
+    model = build_language_model(cfg, 10, 2, seed=0)
+    if entries is None:  # the cells' own measure of their step
+        cells = [model.get_layer(f"rnn_{i}").cell for i in (0, 1)]
+        entries = max(
+            sum(int(np.prod(w.shape)) for w in c.step_weights()) for c in cells
+        )
+    assert largest_step_entries(model) == entries
+    dense = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4)])
+    assert largest_step_entries(dense) == 0
+
+
 def test_weight_dropped_lstm_comes_from_the_registry():
     from keras_rnnlm.layers.weight_drop_lstm import WeightDropLSTM
     from keras_rnnlm.models.builder import recurrent_layer_name

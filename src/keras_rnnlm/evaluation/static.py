@@ -39,6 +39,7 @@ from keras_rnnlm.metrics import LanguageModelMetrics
 from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
 from keras_rnnlm.models.builder import build_language_model
+from keras_rnnlm.models.state import largest_step_entries
 from keras_rnnlm.models.state import outer_recurrent_layers
 from keras_rnnlm.models.state import reset_states
 from keras_rnnlm.models.weights import copy_weights
@@ -59,7 +60,7 @@ from keras_rnnlm.runs import run_weights
 from keras_rnnlm.runs import write_point
 
 
-def eval_jit_compile(jit_compile, batch_size):
+def eval_jit_compile(jit_compile, batch_size, step_weights=0):
     """The ``jit_compile`` an evaluation model at ``batch_size`` is
     compiled with: ``jit_compile`` itself unless it is ``"auto"``.
 
@@ -67,27 +68,51 @@ def eval_jit_compile(jit_compile, batch_size):
     forward-only step: the decoder's product and the loss fuse, with no
     per-op dispatch) unless the graph can run work side by side
     (:func:`~keras_rnnlm.loops.loop_parts.may_split`: more than one
-    inter-op thread and batch >= 4): there the Evaluator's window loop is
-    a graph whose windows overlap
-    (:meth:`Evaluator._window_loop`), and ``model.evaluate``
-    runs its loops as row blocks; one XLA program would run every part
-    one after the other. Measured on the AWD-LSTM ``cpu``
-    shape, 2-core machine, ms a window of 35 (``tf.function`` with row
-    blocks / XLA): batch 1, 5.85 / 5.01 at one thread and 4.92 / 4.51 at
-    two; batch 10, 21.0 / 19.8 at one thread, 15.2 / 16.5 at two. Other
-    backends:
-    ``"auto"`` (Keras's choice: jitted on JAX).
+    inter-op thread, batch >= 4, and, where ``step_weights`` is given,
+    steps of no more than
+    :data:`~keras_rnnlm.loops.loop_parts.MAX_STEP_MACS` multiply-adds,
+    ``batch_size x step_weights``): there the Evaluator's window loop is
+    a graph whose windows overlap (:meth:`Evaluator._window_loop`), and
+    ``model.evaluate`` runs its loops as row blocks; one XLA program
+    would run every part one after the other. Measured on the AWD-LSTM
+    ``cpu`` shape, 2-core machine, ms a window of 35 (``tf.function``
+    with row blocks / XLA): batch 1, 5.85 / 5.01 at one thread and 4.92
+    / 4.51 at two; batch 10, 21.0 / 19.8 at one thread, 15.2 / 16.5 at
+    two. The Evaluator passes ``step_weights`` (its model's largest step,
+    :func:`~keras_rnnlm.models.state.largest_step_entries`) for models of
+    several recurrent layers and windows of :data:`LONG_WINDOW` or more
+    (see there). Other backends: ``"auto"`` (Keras's choice: jitted on
+    JAX).
     """
     if jit_compile != "auto" or backend.backend() != "tensorflow":
         return jit_compile
-    return not may_split(batch_size)
+    return not may_split(batch_size, step_weights)
+
+
+#: Windows at least this long, of a model of several recurrent layers
+#: whose steps are too large to split (``batch x`` its largest step's
+#: weight entries above
+#: :data:`~keras_rnnlm.loops.loop_parts.MAX_STEP_MACS`), are evaluated by
+#: one XLA program (:func:`eval_jit_compile`), not by the graph whose
+#: windows overlap: each step's products already use the threads, and
+#: with long windows the one program measured ahead. ``python -m
+#: bench.eval_program`` on a 2-core AMD EPYC (AVX-512), two threads,
+#: 20,000 PTB validation tokens, six alternating passes each in one
+#: process, median tok/s (program / graph): AWD-LSTM ``paper`` shape
+#: (1150/1150/400 units) at batch 10, windows of 70, 2,412 / 2,242 (the
+#: program ahead in all six pairs); windows of 35: Zaremba large (two
+#: layers of 1500) at batch 10, 1,230 / 1,343; Zaremba medium (two of
+#: 650) at batch 20, 6,634 / 7,115.
+LONG_WINDOW = 70
 
 
 #: Windows one compiled call of an evaluation runs by default.
 STEPS_PER_EXECUTION = 32
 
 
-def eval_steps_per_execution(steps_per_execution, jit_compile, batch_size):
+def eval_steps_per_execution(
+    steps_per_execution, jit_compile, batch_size, step_weights=0
+):
     """The ``steps_per_execution`` the evaluation model is compiled with
     for ``model.evaluate`` (the streams :meth:`Evaluator.evaluate` does not
     run in its own window loop): the value itself unless it is ``"auto"``.
@@ -110,7 +135,7 @@ def eval_steps_per_execution(steps_per_execution, jit_compile, batch_size):
         return 1
     return (
         STEPS_PER_EXECUTION
-        if eval_jit_compile(jit_compile, batch_size) is True
+        if eval_jit_compile(jit_compile, batch_size, step_weights) is True
         else 1
     )
 
@@ -207,7 +232,13 @@ class Evaluator:
         # Never differentiated: the fused loops save nothing for a
         # backward pass.
         set_forward_only(self.model)
-        self._jit = eval_jit_compile(jit_compile, batch_size)
+        step_weights = (
+            largest_step_entries(self.model)
+            if len(outer_recurrent_layers(self.model)) > 1
+            and bptt >= LONG_WINDOW
+            else 0
+        )
+        self._jit = eval_jit_compile(jit_compile, batch_size, step_weights)
         #: Windows a call of the window loop runs.
         self.windows_a_call = window_loop_size(steps_per_execution)
         self._metric = LanguageModelMetrics(char_level)
@@ -218,7 +249,7 @@ class Evaluator:
             weighted_metrics=lm_metrics(char_level),
             jit_compile=self._jit,
             steps_per_execution=eval_steps_per_execution(
-                steps_per_execution, jit_compile, batch_size
+                steps_per_execution, jit_compile, batch_size, step_weights
             ),
         )
 
@@ -339,8 +370,9 @@ class Evaluator:
         which takes the recurrent state as an input, and carries the state
         and the metric's sums as loop variables: a window's body assigns
         no variable. XLA-compiled as :func:`eval_jit_compile` says (one
-        XLA program of the chunk's windows at batch 1 or one thread);
-        else a graph, where TensorFlow's executor starts window
+        XLA program of the chunk's windows at batch 1, at one thread, or
+        for large steps in long windows: :data:`LONG_WINDOW`); else a
+        graph, where TensorFlow's executor starts window
         ``w + 1``'s first layer as soon as window ``w``'s first layer is
         done, beside ``w``'s later layers and decoder
         (:data:`OVERLAPPING_WINDOWS`; a model of one layer runs one window

@@ -136,13 +136,14 @@ def loop_parts(batch, step_weights):
     return _graph_parts(batch, step_weights)
 
 
-def may_split(batch):
-    """Whether loops over ``batch`` rows can run as row blocks in a graph
-    (before their step size is known): TensorFlow, more than one inter-op
-    thread (or the override), at least two blocks' rows."""
+def may_split(batch, step_weights=0):
+    """Whether loops over ``batch`` rows can run as row blocks in a graph:
+    TensorFlow, more than one inter-op thread (or the override), at least
+    two blocks' rows, and (where the largest step's ``step_weights`` is
+    given) steps small enough to split (:data:`MAX_STEP_MACS`)."""
     if backend.backend() != "tensorflow" or not batch or batch < 2:
         return False
-    return _graph_parts(batch) > 1
+    return _graph_parts(batch, step_weights) > 1
 
 
 def _block_sizes(batch, parts):

@@ -8,6 +8,8 @@ gives each its stateless twin.
 
 import keras
 
+from keras_rnnlm.loops.recurrence import step_entries
+
 
 def is_recurrent_layer(layer):
     """Whether ``layer`` carries recurrent state: an instance of
@@ -36,6 +38,24 @@ def outer_recurrent_layers(layer):
         else:
             found.extend(outer_recurrent_layers(sub))
     return found
+
+
+def largest_step_entries(model):
+    """The most weight entries one time step of any recurrent loop in
+    ``model`` multiplies each row by (the measure
+    :func:`~keras_rnnlm.loops.loop_parts.loop_parts` takes): a cell's
+    ``step_weights()`` where it has them (the multiplicative and
+    multi-cell cells), else its ``recurrent_kernel`` (``H x 4H`` for an
+    LSTM); 0 for a model without recurrent loops."""
+    most = 0
+    for layer in model._flatten_layers(include_self=True, recursive=True):
+        if callable(getattr(layer, "step_weights", None)):
+            most = max(most, step_entries(*layer.step_weights()))
+        elif isinstance(layer, keras.layers.Layer) and hasattr(
+            layer, "recurrent_kernel"
+        ):
+            most = max(most, step_entries(layer.recurrent_kernel))
+    return most
 
 
 def reset_states(model):
