@@ -1,6 +1,7 @@
 """Property test of the Evaluator: random corpora, batch sizes
 and windows keep the metrics exact (fixed cases: tests/test_metrics.py)."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -97,9 +98,10 @@ def test_auto_jit_compile_follows_the_loop_split(monkeypatch):
 
 def test_an_evaluator_of_large_steps_runs_one_xla_program(monkeypatch):
     """Several recurrent layers whose steps are too large to split, in
-    long windows: the whole step XLA-compiled (their windows would overlap
-    in vain); short windows, or a model of one layer (its loop as row
-    blocks whatever its step size), keep the graph."""
+    long windows, one softmax: the whole step XLA-compiled (their windows
+    would overlap in vain); short windows, a mixture head, or a model of
+    one layer (its loop as row blocks whatever its step size) keep the
+    graph."""
     import keras
 
     from keras_rnnlm.evaluation.static import LONG_WINDOW
@@ -119,6 +121,16 @@ def test_an_evaluator_of_large_steps_runs_one_xla_program(monkeypatch):
     assert Evaluator(CONFIG, VOCAB, 10, long - 1).model.jit_compile is False
     one = ModelConfig(embedding_dim=6, hidden_sizes=[6], init_range=0.5)
     assert Evaluator(one, VOCAB, 10, long).model.jit_compile is False
+    mos = ModelConfig(
+        embedding_dim=6,
+        hidden_sizes=[6, 6],
+        head="mos",
+        mixture_components=2,
+        init_range=0.5,
+    )
+    assert Evaluator(mos, VOCAB, 10, long).model.jit_compile is False
+    tied = dataclasses.replace(mos, head="tied")
+    assert Evaluator(tied, VOCAB, 10, long).model.jit_compile is True
 
 
 @pytest.mark.parametrize("sentences", [False, True])

@@ -38,6 +38,7 @@ from keras_rnnlm.loops.recurrence import set_forward_only
 from keras_rnnlm.metrics import LanguageModelMetrics
 from keras_rnnlm.metrics import TokenCrossEntropy
 from keras_rnnlm.metrics import lm_metrics
+from keras_rnnlm.models.builder import SOFTMAX_HEADS
 from keras_rnnlm.models.builder import build_language_model
 from keras_rnnlm.models.state import largest_step_entries
 from keras_rnnlm.models.state import outer_recurrent_layers
@@ -80,8 +81,8 @@ def eval_jit_compile(jit_compile, batch_size, step_weights=0):
     / 4.51 at two; batch 10, 21.0 / 19.8 at one thread, 15.2 / 16.5 at
     two. The Evaluator passes ``step_weights`` (its model's largest step,
     :func:`~keras_rnnlm.models.state.largest_step_entries`) for models of
-    several recurrent layers and windows of :data:`LONG_WINDOW` or more
-    (see there). Other backends: ``"auto"`` (Keras's choice: jitted on
+    several recurrent layers and one softmax, in windows of
+    :data:`LONG_WINDOW` or more (see there). Other backends: ``"auto"`` (Keras's choice: jitted on
     JAX).
     """
     if jit_compile != "auto" or backend.backend() != "tensorflow":
@@ -92,15 +93,19 @@ def eval_jit_compile(jit_compile, batch_size, step_weights=0):
 #: Windows at least this long, of a model of several recurrent layers
 #: whose steps are too large to split (``batch x`` its largest step's
 #: weight entries above
-#: :data:`~keras_rnnlm.loops.loop_parts.MAX_STEP_MACS`), are evaluated by
-#: one XLA program (:func:`eval_jit_compile`), not by the graph whose
-#: windows overlap: each step's products already use the threads, and
-#: with long windows the one program measured ahead. ``python -m
-#: bench.eval_program`` on a 2-core AMD EPYC (AVX-512), two threads,
-#: 20,000 PTB validation tokens, six alternating passes each in one
-#: process, median tok/s (program / graph): AWD-LSTM ``paper`` shape
-#: (1150/1150/400 units) at batch 10, windows of 70, 2,412 / 2,242 (the
-#: program ahead in all six pairs); windows of 35: Zaremba large (two
+#: :data:`~keras_rnnlm.loops.loop_parts.MAX_STEP_MACS`) and whose head is
+#: one softmax (:data:`~keras_rnnlm.models.builder.SOFTMAX_HEADS`), are
+#: evaluated by one XLA program (:func:`eval_jit_compile`), not by the
+#: graph whose windows overlap: each step's products already use the
+#: threads, and with long windows the one program measured ahead. A
+#: mixture head (MoS, DOC), whose softmaxes outweigh the loops, gains
+#: from the overlap instead. ``python -m bench.eval_program`` on a 2-core
+#: AMD EPYC (AVX-512), two threads, 20,000 PTB validation tokens, six
+#: alternating passes each in one process, median tok/s (program /
+#: graph): AWD-LSTM ``paper`` shape (1150/1150/400 units) at batch 10,
+#: windows of 70, 2,412 / 2,242 (the program ahead in all six pairs);
+#: AWD-LSTM-MoS ``paper`` (960/960/620, 15 softmaxes), 1,059 / 1,110
+#: (the graph ahead in all six); windows of 35: Zaremba large (two
 #: layers of 1500) at batch 10, 1,230 / 1,343; Zaremba medium (two of
 #: 650) at batch 20, 6,634 / 7,115.
 LONG_WINDOW = 70
@@ -236,6 +241,7 @@ class Evaluator:
             largest_step_entries(self.model)
             if len(outer_recurrent_layers(self.model)) > 1
             and bptt >= LONG_WINDOW
+            and model_config.head in SOFTMAX_HEADS
             else 0
         )
         self._jit = eval_jit_compile(jit_compile, batch_size, step_weights)

@@ -46,6 +46,8 @@ from keras_rnnlm.models.recurrent_registry import recurrent_layer_names
 
 HEADS = ("softmax", "tied", "mos", "doc")
 TIED_HEADS = ("tied", "mos", "doc")
+#: The heads of one softmax over the vocabulary (not a mixture).
+SOFTMAX_HEADS = ("softmax", "tied")
 RNN_INITS = (None, "pytorch")
 INPUT_ENCODINGS = ("embedding", "one_hot")
 #: ``model.context["type"]`` values: the CBOW context of arXiv:2106.08927.
@@ -328,7 +330,7 @@ def _cell_kwarg_message(cell, key, builder_set, accepted):
 
 
 def _validate_sampled_softmax(config):
-    if config.sampled_softmax and config.head not in ("softmax", "tied"):
+    if config.sampled_softmax and config.head not in SOFTMAX_HEADS:
         raise ConfigError(
             "model.sampled_softmax needs a single softmax "
             f"(model.head='softmax' or 'tied'), got {config.head!r}: a "
