@@ -82,8 +82,8 @@ def eval_jit_compile(jit_compile, batch_size, step_weights=0):
     two. The Evaluator passes ``step_weights`` (its model's largest step,
     :func:`~keras_rnnlm.models.state.largest_step_entries`) for models of
     several recurrent layers and one softmax, in windows of
-    :data:`LONG_WINDOW` or more (see there). Other backends: ``"auto"`` (Keras's choice: jitted on
-    JAX).
+    :data:`LONG_WINDOW` or more (see there). Other backends: ``"auto"``
+    (Keras's choice: jitted on JAX).
     """
     if jit_compile != "auto" or backend.backend() != "tensorflow":
         return jit_compile
