@@ -121,13 +121,8 @@ def test_an_evaluator_of_large_steps_runs_one_xla_program(monkeypatch):
     assert Evaluator(CONFIG, VOCAB, 10, long - 1).model.jit_compile is False
     one = ModelConfig(embedding_dim=6, hidden_sizes=[6], init_range=0.5)
     assert Evaluator(one, VOCAB, 10, long).model.jit_compile is False
-    mos = ModelConfig(
-        embedding_dim=6,
-        hidden_sizes=[6, 6],
-        head="mos",
-        mixture_components=2,
-        init_range=0.5,
-    )
+    mixture = dict(hidden_sizes=[6, 6], head="mos", mixture_components=2)
+    mos = dataclasses.replace(CONFIG, **mixture)
     assert Evaluator(mos, VOCAB, 10, long).model.jit_compile is False
     tied = dataclasses.replace(mos, head="tied")
     assert Evaluator(tied, VOCAB, 10, long).model.jit_compile is True
