@@ -34,6 +34,7 @@ import time
 from bench.harness.options import add_output_arguments
 from bench.harness.options import add_threads_argument
 from bench.harness.options import bench_parser
+from bench.harness.processes import interleave
 from bench.harness.processes import set_threads
 from bench.harness.records import record
 from bench.harness.records import record_fields
@@ -64,7 +65,9 @@ def evaluators(recipe, preset, batch, bptt):
     import dataclasses
 
     from bench.harness.run_dirs import write_untrained_run
+    from keras_rnnlm.evaluation.static import eval_jit_compile
     from keras_rnnlm.evaluation.static import make_evaluator
+    from keras_rnnlm.evaluation.static import program_step_weights
     from keras_rnnlm.runs import load_run
     from keras_rnnlm.runs import load_run_corpus
     from keras_rnnlm.runs import run_weights
@@ -74,30 +77,30 @@ def evaluators(recipe, preset, batch, bptt):
         config, vocab = load_run(run)
         corpus = load_run_corpus(config, vocab)
         built = {}
-        for name, jit in (("graph", False), ("xla", True), ("auto", "auto")):
+        for name, jit in (("graph", False), ("xla", True)):
             train = dataclasses.replace(config.train, jit_compile=jit)
             c = dataclasses.replace(config, train=train)
-            ev = make_evaluator(c, corpus, batch, bptt)
-            if name != "auto":
-                ev.load_weights(run_weights(run, None), run)
-            built[name] = ev
-    auto = built.pop("auto").model.jit_compile is True
+            built[name] = make_evaluator(c, corpus, batch, bptt)
+            built[name].load_weights(run_weights(run, None), run)
+    ev = built["graph"]
+    steps = program_step_weights(ev.model, config.model, ev.bptt)
+    auto = eval_jit_compile("auto", batch, steps) is True
     return corpus, built, auto
 
 
 def alternating_passes(evs, ids, passes):
     """tok/s of each pass, a list an Evaluator: one untimed first pass
-    each, then ``passes`` each, the order reversed every round."""
+    each, then ``passes`` each, interleaved, the order reversed every
+    other round."""
     for ev in evs.values():
         ev.evaluate(ids)
-    rates = {name: [] for name in evs}
-    order = list(evs)
-    for i in range(passes):
-        for name in order if i % 2 == 0 else order[::-1]:
-            start = time.perf_counter()
-            r = evs[name].evaluate(ids)
-            rates[name].append(r["tokens"] / (time.perf_counter() - start))
-    return rates
+
+    def timed_pass(name):
+        start = time.perf_counter()
+        r = evs[name].evaluate(ids)
+        return r["tokens"] / (time.perf_counter() - start)
+
+    return interleave(evs, passes, timed_pass, alternate=True)
 
 
 def main(argv=None):

@@ -186,13 +186,15 @@ def child_main(args, measure):
     print(json.dumps(result), flush=True)
 
 
-def interleave(keys, repeats, measure, report=None):
+def interleave(keys, repeats, measure, report=None, alternate=False):
     """``{key: [measure(key) per repeat]}``, the repeats interleaved (all
     keys once, then all again, ...) so slow drifts of the machine hit every
-    key alike; ``report(repeat, key, result)`` after each."""
+    key alike (``alternate``: every other repeat in reverse order, so no
+    key always runs first); ``report(repeat, key, result)`` after each."""
     samples = {key: [] for key in keys}
+    keys = list(keys)
     for rep in range(repeats):
-        for key in keys:
+        for key in keys[::-1] if alternate and rep % 2 else keys:
             result = measure(key)
             samples[key].append(result)
             if report is not None:

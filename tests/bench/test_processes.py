@@ -6,6 +6,7 @@ import sys
 import time
 
 from bench.harness.processes import import_rss_mb
+from bench.harness.processes import interleave
 from bench.harness.processes import vm_hwm_mb
 from bench.harness.processes import watch
 
@@ -42,3 +43,19 @@ def test_no_peak_of_a_process_that_is_gone():
 def test_an_import_alone_reports_its_own_peak():
     got = import_rss_mb("import json", dict(os.environ))
     assert 1.0 < got < 200.0  # a bare interpreter, not this process
+
+
+def test_interleave_runs_every_key_each_repeat_and_may_alternate():
+    calls = []
+
+    def measure(key):
+        calls.append(key)
+        return len(calls)
+
+    samples = interleave("ab", 3, measure)
+    assert calls == list("ababab")
+    assert samples == {"a": [1, 3, 5], "b": [2, 4, 6]}
+    calls.clear()
+    samples = interleave("ab", 3, measure, alternate=True)
+    assert calls == list("abbaab")
+    assert samples == {"a": [1, 4, 5], "b": [2, 3, 6]}

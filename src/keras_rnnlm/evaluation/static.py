@@ -79,11 +79,10 @@ def eval_jit_compile(jit_compile, batch_size, step_weights=0):
     ``cpu`` shape, 2-core machine, ms a window of 35 (``tf.function``
     with row blocks / XLA): batch 1, 5.85 / 5.01 at one thread and 4.92
     / 4.51 at two; batch 10, 21.0 / 19.8 at one thread, 15.2 / 16.5 at
-    two. The Evaluator passes ``step_weights`` (its model's largest step,
-    :func:`~keras_rnnlm.models.state.largest_step_entries`) for models of
-    several recurrent layers and one softmax, in windows of
-    :data:`LONG_WINDOW` or more (see there). Other backends: ``"auto"``
-    (Keras's choice: jitted on JAX).
+    two. The Evaluator passes :func:`program_step_weights` (its model's
+    largest step for several recurrent layers and one softmax in windows
+    of :data:`LONG_WINDOW` or more). Other backends: ``"auto"`` (Keras's
+    choice: jitted on JAX).
     """
     if jit_compile != "auto" or backend.backend() != "tensorflow":
         return jit_compile
@@ -109,6 +108,22 @@ def eval_jit_compile(jit_compile, batch_size, step_weights=0):
 #: layers of 1500) at batch 10, 1,230 / 1,343; Zaremba medium (two of
 #: 650) at batch 20, 6,634 / 7,115.
 LONG_WINDOW = 70
+
+
+def program_step_weights(model, model_config, bptt):
+    """The ``step_weights`` :func:`eval_jit_compile` weighs for ``model``
+    (built from ``model_config``) in windows of ``bptt``: its largest
+    recurrent step's weight entries
+    (:func:`~keras_rnnlm.models.state.largest_step_entries`) for a model
+    of several recurrent layers and one softmax in windows of
+    :data:`LONG_WINDOW` or more, else 0 (the step size does not decide)."""
+    if (
+        bptt < LONG_WINDOW
+        or model_config.head not in SOFTMAX_HEADS
+        or len(outer_recurrent_layers(model)) < 2
+    ):
+        return 0
+    return largest_step_entries(model)
 
 
 #: Windows one compiled call of an evaluation runs by default.
@@ -237,13 +252,7 @@ class Evaluator:
         # Never differentiated: the fused loops save nothing for a
         # backward pass.
         set_forward_only(self.model)
-        step_weights = (
-            largest_step_entries(self.model)
-            if len(outer_recurrent_layers(self.model)) > 1
-            and bptt >= LONG_WINDOW
-            and model_config.head in SOFTMAX_HEADS
-            else 0
-        )
+        step_weights = program_step_weights(self.model, model_config, bptt)
         self._jit = eval_jit_compile(jit_compile, batch_size, step_weights)
         #: Windows a call of the window loop runs.
         self.windows_a_call = window_loop_size(steps_per_execution)
