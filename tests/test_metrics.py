@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from keras import ops
 
+from keras_rnnlm import metrics as metrics_module
 from keras_rnnlm.config import ModelConfig
 from keras_rnnlm.evaluation import Evaluator
 from keras_rnnlm.metrics import BitsPerCharacter
@@ -197,3 +198,47 @@ def test_batch_one_evaluation_of_keras_layers(cell):
     a, b = short.evaluate(ids), whole.evaluate(ids)
     assert a["tokens"] == b["tokens"] == 100
     assert a["nll"] == pytest.approx(b["nll"], rel=1e-5)
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="TensorFlow's fused NLL kernel and graph optimizer",
+)
+def test_training_step_runs_the_nll_forward_once():
+    """The loss and the NLL metric of one training step share one pass of
+    the fused NLL forward over the logits (the graph optimizer merges
+    their two calls): the metric costs no second pass over the
+    (tokens x vocabulary) logits. Counted in the graphs TensorFlow ran,
+    after its optimizations."""
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+
+    from keras_rnnlm.config import TrainConfig
+    from keras_rnnlm.models import build_language_model
+    from keras_rnnlm.training import compile_model
+
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.integers(0, 50, (2, 3)), tf.int32)
+    y = tf.constant(rng.integers(0, 50, (2, 3)), tf.int32)
+    config = ModelConfig(embedding_dim=4, hidden_sizes=[4], cell="lstm")
+    model = build_language_model(config, 50, 2, seed=0)
+    compile_model(model, TrainConfig(learning_rate=1.0, clipnorm=5.0))
+    forward = metrics_module._nll_kernels()[0]
+    forward_name = forward.get_concrete_function(
+        tf.TensorSpec((None, 50), tf.float32), tf.TensorSpec((None,), tf.int32)
+    ).name.decode()
+    step = tf.function(lambda: model.train_step((x, y)))
+    context.enable_run_metadata()
+    try:
+        step()
+        ran = context.export_run_metadata()
+    finally:
+        context.disable_run_metadata()
+    calls = [
+        node.name
+        for graph in ran.function_graphs
+        for partition in graph.partition_graphs
+        for node in partition.node
+        if node.attr["f"].func.name == forward_name
+    ]
+    assert len(calls) == 1, calls

@@ -36,11 +36,18 @@ def token_nll(y_true, y_pred, from_logits=True, fused=True):
     ``cross_entropy``. JAX compiles the ``keras.ops`` form into one fused
     kernel itself.
 
+    In a training step the loss and the NLL metric call this on the same
+    logits and targets; the fused forward is built so that both calls are
+    the same ops (the targets go through float32, as Keras's loss wrapper
+    casts them), and TensorFlow's graph optimizer runs it once for both:
+    the metric adds no pass over the logits.
+
     ``fused=False`` keeps the plain ``keras.ops`` form everywhere (no XLA
     function in the graph, e.g. for a portable SavedModel).
 
     Targets must be valid ids in ``[0, vocabulary)`` (the data pipeline's
-    vocabularies guarantee it; compiled gathers clamp out-of-range ids).
+    vocabularies guarantee it; compiled gathers clamp out-of-range ids),
+    below 2**24 (exact in float32, where the loss wrapper puts them).
     """
     y_pred = ops.cast(y_pred, "float32")
     if fused and from_logits and keras.backend.backend() == "tensorflow":
@@ -78,7 +85,11 @@ def _fused_token_nll(y_true, logits):
     forward, backward = _nll_kernels()
     shape = tf.shape(logits)
     flat = tf.reshape(logits, (-1, shape[-1]))
-    targets = tf.reshape(tf.cast(y_true, tf.int32), (-1,))
+    # Through float32, as Keras's loss wrapper casts y_true: the loss's
+    # call and the metric's are then the same ops, which the graph
+    # optimizer merges (one forward pass a step; see token_nll).
+    ids = tf.cast(tf.cast(y_true, tf.float32), tf.int32)
+    targets = tf.reshape(ids, (-1,))
 
     @tf.custom_gradient
     def run(flat):
