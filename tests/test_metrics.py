@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_rnnlm import metrics as metrics_module
 from keras_rnnlm.config import ModelConfig
 from keras_rnnlm.evaluation import Evaluator
 from keras_rnnlm.metrics import BitsPerCharacter
@@ -214,6 +213,7 @@ def test_training_step_runs_the_nll_forward_once():
     from tensorflow.python.eager import context
 
     from keras_rnnlm.config import TrainConfig
+    from keras_rnnlm.metrics import _nll_kernels
     from keras_rnnlm.models import build_language_model
     from keras_rnnlm.training import compile_model
 
@@ -223,7 +223,7 @@ def test_training_step_runs_the_nll_forward_once():
     config = ModelConfig(embedding_dim=4, hidden_sizes=[4], cell="lstm")
     model = build_language_model(config, 50, 2, seed=0)
     compile_model(model, TrainConfig(learning_rate=1.0, clipnorm=5.0))
-    forward = metrics_module._nll_kernels()[0]
+    forward = _nll_kernels()[0]
     forward_name = forward.get_concrete_function(
         tf.TensorSpec((None, 50), tf.float32), tf.TensorSpec((None,), tf.int32)
     ).name.decode()
