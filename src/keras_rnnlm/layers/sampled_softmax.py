@@ -29,6 +29,8 @@ import math
 import keras
 from keras import ops
 
+from keras_rnnlm.layers.rows import Decoder
+
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
 class UnigramSampler(keras.layers.Layer):
@@ -163,12 +165,13 @@ def sampled_logits(features, targets, rows, bias, sampler, num_sampled):
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
-class SampledSoftmaxDense(keras.layers.Dense):
+class SampledSoftmaxDense(Decoder):
     """The untied vocabulary projection, with a sampled-softmax training
     mode.
 
     Without ``targets`` or outside training it is exactly
-    ``keras.layers.Dense(vocab_size)``: full logits. With
+    ``keras.layers.Dense(vocab_size)``: full logits (as
+    :class:`~keras_rnnlm.layers.rows.Decoder` computes them). With
     ``num_sampled > 0``, ``training=True`` and ``targets`` it returns the
     :func:`sampled_logits` ``(..., num_sampled + 1)`` (target in column 0).
 

@@ -10,12 +10,15 @@ import copy
 import keras
 from keras import ops
 
+from keras_rnnlm.layers.rows import Embedding
+from keras_rnnlm.layers.rows import gather_rows
+from keras_rnnlm.layers.rows import over_rows
 from keras_rnnlm.layers.sampled_softmax import UnigramSampler
 from keras_rnnlm.layers.sampled_softmax import sampled_logits
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
-class TiedEmbedding(keras.layers.Embedding):
+class TiedEmbedding(Embedding):
     """An ``Embedding`` that can also be called in reverse as the decoder.
 
     Called the usual way it looks token ids up; called with ``reverse=True``
@@ -102,7 +105,7 @@ class TiedEmbedding(keras.layers.Embedding):
             return sampled_logits(
                 inputs,
                 targets,
-                lambda ids: ops.take(self.embeddings, ids, axis=0),
+                lambda ids: gather_rows(self.embeddings, ids),
                 (lambda ids: ops.take(self.output_bias, ids))
                 if self.use_output_bias
                 else None,
@@ -110,10 +113,14 @@ class TiedEmbedding(keras.layers.Embedding):
                 self.num_sampled,
             )
         kernel = ops.cast(self.embeddings, inputs.dtype)
-        logits = ops.matmul(inputs, ops.transpose(kernel))
-        if self.use_output_bias:
-            logits = logits + ops.cast(self.output_bias, logits.dtype)
-        return logits
+
+        def decode(rows):
+            logits = ops.matmul(rows, ops.transpose(kernel))
+            if self.use_output_bias:
+                logits = logits + ops.cast(self.output_bias, logits.dtype)
+            return logits
+
+        return over_rows(inputs, decode)
 
     def compute_output_spec(
         self, inputs, reverse=False, targets=None, training=None

@@ -33,6 +33,8 @@ from keras_rnnlm.layers.major_minor_lstm import split_units
 from keras_rnnlm.layers.mixture_of_softmaxes import MixtureLogProbs
 from keras_rnnlm.layers.mixture_of_softmaxes import MixtureOfSoftmaxes
 from keras_rnnlm.layers.one_hot import OneHot
+from keras_rnnlm.layers.rows import Decoder
+from keras_rnnlm.layers.rows import Embedding
 from keras_rnnlm.layers.sampled_softmax import SampledSoftmaxDense
 from keras_rnnlm.layers.tied_embedding import TiedEmbedding
 from keras_rnnlm.models.initializers import fan_uniform
@@ -494,7 +496,7 @@ def _input_encoding(config, vocab_size, seed):
     if config.input_encoding == "one_hot":
         return OneHot(vocab_size, name="one_hot")
     if config.head not in TIED_HEADS:
-        return keras.layers.Embedding(
+        return Embedding(
             vocab_size, config.embedding_dim, name="embedding", **kwargs
         )
     if config.head == "tied":
@@ -646,7 +648,7 @@ def _output_head(config, embedding, sources, vocab_size, seed, targets):
             **kwargs,
         )
         return decoder(x, targets=targets)
-    return keras.layers.Dense(vocab_size, name="decoder", **kwargs)(x)
+    return Decoder(vocab_size, name="decoder", **kwargs)(x)
 
 
 def _mixture_head(config, embedding, sources, seed):

@@ -1,0 +1,154 @@
+import keras
+import numpy as np
+import pytest
+from keras import ops
+from layer_testing import gradients
+from layer_testing import run_layer_test
+
+from keras_rnnlm.layers.rows import Decoder
+from keras_rnnlm.layers.rows import Embedding
+from keras_rnnlm.layers.rows import over_rows
+
+TF_ONLY = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="TensorFlow's kernels and graph optimizer",
+)
+
+#: Constructor arguments of Keras's ``Embedding`` and ``Dense`` (which these
+#: layers keep as they are) that Keras's ``get_config`` leaves out: initial
+#: weights, and LoRA's rank and scale, saved only once LoRA is enabled.
+KERAS_LEAVES_OUT = ("weights", "lora_rank", "lora_alpha")
+
+
+def _squares(out):
+    return ops.sum(out**2)
+
+
+def _twins(ours, theirs, x):
+    """``ours`` and the Keras layer ``theirs`` built on ``x``, with
+    ``ours``'s weights."""
+    ours(x)
+    theirs(x)
+    theirs.set_weights(ours.get_weights())
+    return ours, theirs
+
+
+def test_over_rows_keeps_the_leading_axes():
+    x = np.arange(24, dtype="float32").reshape(2, 3, 4)
+    w = np.ones((4, 5), "float32")
+    out = ops.convert_to_numpy(over_rows(x, lambda r: ops.matmul(r, w)))
+    np.testing.assert_allclose(out, x @ w)
+    flat = ops.convert_to_numpy(over_rows(x[0], lambda r: ops.matmul(r, w)))
+    np.testing.assert_allclose(flat, x[0] @ w)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4), (6, 4)])
+def test_decoder_is_keras_dense(shape):
+    """Same outputs and gradients as ``keras.layers.Dense``."""
+    x = np.random.default_rng(0).normal(size=shape).astype("float32")
+    ours, theirs = _twins(
+        Decoder(7, bias_initializer="uniform"),
+        keras.layers.Dense(7),
+        x,
+    )
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(ours(x)),
+        ops.convert_to_numpy(theirs(x)),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    for a, b in zip(
+        gradients(ours, x, loss=_squares), gradients(theirs, x, loss=_squares)
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_embedding_is_keras_embedding():
+    """Same rows and gradients as ``keras.layers.Embedding``, also after an
+    SGD step updated some rows in place."""
+    ids = np.array([[1, 2, 3], [12, 0, 3]], "int32")
+    ours, theirs = _twins(Embedding(13, 4), keras.layers.Embedding(13, 4), ids)
+    for layer in (ours, theirs):
+        model = keras.Sequential([keras.Input((3,), dtype="int32"), layer])
+        model.compile(keras.optimizers.SGD(0.5), "mse")
+        model.train_on_batch(ids, np.ones((2, 3, 4), "float32"))
+    np.testing.assert_array_equal(
+        ours.get_weights()[0], theirs.get_weights()[0]
+    )
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(ours(ids)), ops.convert_to_numpy(theirs(ids))
+    )
+
+
+def test_embedding_keeps_the_compute_dtype():
+    emb = Embedding(13, 4, dtype="mixed_bfloat16")
+    out = emb(np.array([[1, 2]], "int32"))
+    assert ops.dtype(out) == "bfloat16"
+    assert emb.embeddings.dtype == "float32"
+
+
+def test_layer_checks_embedding():
+    run_layer_test(
+        Embedding,
+        dict(input_dim=13, output_dim=4),
+        np.array([[1, 2, 3], [12, 0, 5]], "int32"),
+        expected_output_shape=(None, 3, 4),
+        expected_num_trainable_weights=1,
+        config_exclude=KERAS_LEAVES_OUT,
+    )
+
+
+def test_layer_checks_decoder():
+    run_layer_test(
+        Decoder,
+        dict(units=5),
+        input_shape=(2, 3, 4),
+        expected_output_shape=(None, 3, 5),
+        expected_num_trainable_weights=2,
+        config_exclude=KERAS_LEAVES_OUT,
+    )
+
+
+@TF_ONLY
+def test_training_step_reads_rows_and_fuses_the_bias():
+    """In a training step of a model with its own output matrix, as
+    TensorFlow ran it (after its graph optimizations): the embedding's
+    rows are gathered from the variable (no read, hence no copy, of the
+    whole table), and the decoder's bias is added inside its matrix
+    product (no separate pass over the tokens x vocabulary logits)."""
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+
+    from keras_rnnlm.config import ModelConfig
+    from keras_rnnlm.config import TrainConfig
+    from keras_rnnlm.models import build_language_model
+    from keras_rnnlm.training import compile_model
+
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.integers(0, 50, (2, 3)), tf.int32)
+    y = tf.constant(rng.integers(0, 50, (2, 3)), tf.int32)
+    config = ModelConfig(embedding_dim=4, hidden_sizes=[4], cell="lstm")
+    model = build_language_model(config, 50, 2, seed=0)
+    compile_model(model, TrainConfig(learning_rate=1.0, clipnorm=5.0))
+    step = tf.function(lambda: model.train_step((x, y)))
+    context.enable_run_metadata()
+    try:
+        step()
+        ran = context.export_run_metadata()
+    finally:
+        context.disable_run_metadata()
+    nodes = [
+        node
+        for graph in ran.function_graphs
+        for partition in graph.partition_graphs
+        for node in partition.node
+    ]
+
+    def ops_of(layer):
+        return {n.op for n in nodes if f"/{layer}" in n.name}
+
+    embedding, decoder = ops_of("embedding"), ops_of("decoder")
+    assert "ResourceGather" in embedding, embedding
+    assert "GatherV2" not in embedding, embedding
+    assert any("FusedMatMul" in op for op in decoder), decoder
+    assert not {"BiasAdd", "AddV2", "Add"} & decoder, decoder
