@@ -1,6 +1,7 @@
 import keras
 import numpy as np
 import pytest
+from graphs_ran import training_step_nodes
 from keras import ops
 from layer_testing import gradients
 from layer_testing import run_layer_test
@@ -116,33 +117,7 @@ def test_training_step_reads_rows_and_fuses_the_bias():
     rows are gathered from the variable (no read, hence no copy, of the
     whole table), and the decoder's bias is added inside its matrix
     product (no separate pass over the tokens x vocabulary logits)."""
-    import tensorflow as tf
-    from tensorflow.python.eager import context
-
-    from keras_rnnlm.config import ModelConfig
-    from keras_rnnlm.config import TrainConfig
-    from keras_rnnlm.models import build_language_model
-    from keras_rnnlm.training import compile_model
-
-    rng = np.random.default_rng(0)
-    x = tf.constant(rng.integers(0, 50, (2, 3)), tf.int32)
-    y = tf.constant(rng.integers(0, 50, (2, 3)), tf.int32)
-    config = ModelConfig(embedding_dim=4, hidden_sizes=[4], cell="lstm")
-    model = build_language_model(config, 50, 2, seed=0)
-    compile_model(model, TrainConfig(learning_rate=1.0, clipnorm=5.0))
-    step = tf.function(lambda: model.train_step((x, y)))
-    context.enable_run_metadata()
-    try:
-        step()
-        ran = context.export_run_metadata()
-    finally:
-        context.disable_run_metadata()
-    nodes = [
-        node
-        for graph in ran.function_graphs
-        for partition in graph.partition_graphs
-        for node in partition.node
-    ]
+    nodes = training_step_nodes()
 
     def ops_of(layer):
         return {n.op for n in nodes if f"/{layer}" in n.name}

@@ -1,0 +1,46 @@
+"""The graph nodes TensorFlow ran (after its graph optimizations) in one
+training step of a tiny language model: :func:`training_step_nodes`.
+
+Tests that check which kernels a step runs (one NLL forward for the loss
+and its metric, the embedding's row reads, the decoder's fused bias)
+import it as ``from graphs_ran import training_step_nodes`` (``tests/``
+is on ``sys.path``).
+"""
+
+import numpy as np
+
+
+def training_step_nodes():
+    """The nodes of every partition graph of one ``train_step`` of a
+    one-layer LSTM of 4 units, vocabulary 50, its own output matrix,
+    compiled as the trainer compiles (SGD, clipping), on a batch of 2 x
+    3 tokens (TensorFlow backend)."""
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+
+    from keras_rnnlm.config import ModelConfig
+    from keras_rnnlm.config import TrainConfig
+    from keras_rnnlm.models import build_language_model
+    from keras_rnnlm.training import compile_model
+
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.integers(0, 50, (2, 3)), tf.int32)
+    y = tf.constant(rng.integers(0, 50, (2, 3)), tf.int32)
+    config = ModelConfig(embedding_dim=4, hidden_sizes=[4], cell="lstm")
+    model = build_language_model(config, 50, 2, seed=0)
+    compile_model(model, TrainConfig(learning_rate=1.0, clipnorm=5.0))
+    step = tf.function(lambda: model.train_step((x, y)))
+    # The partition graphs come with the first call (which instantiates
+    # the function), so the metadata is on before it.
+    context.enable_run_metadata()
+    try:
+        step()
+        ran = context.export_run_metadata()
+    finally:
+        context.disable_run_metadata()
+    return [
+        node
+        for graph in ran.function_graphs
+        for partition in graph.partition_graphs
+        for node in partition.node
+    ]
