@@ -6,7 +6,7 @@ from keras import ops
 from layer_testing import gradients
 from layer_testing import run_layer_test
 
-from keras_rnnlm.layers.rows import Decoder
+from keras_rnnlm.layers.rows import Dense
 from keras_rnnlm.layers.rows import Embedding
 from keras_rnnlm.layers.rows import over_rows
 
@@ -44,11 +44,11 @@ def test_over_rows_keeps_the_leading_axes():
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 4), (6, 4)])
-def test_decoder_is_keras_dense(shape):
+def test_dense_is_keras_dense(shape):
     """Same outputs and gradients as ``keras.layers.Dense``."""
     x = np.random.default_rng(0).normal(size=shape).astype("float32")
     ours, theirs = _twins(
-        Decoder(7, bias_initializer="uniform"),
+        Dense(7, bias_initializer="uniform"),
         keras.layers.Dense(7),
         x,
     )
@@ -81,6 +81,31 @@ def test_embedding_is_keras_embedding():
     )
 
 
+def test_weights_files_are_interchangeable_with_keras_layers(tmp_path):
+    """A weights file of a model with Keras's ``Embedding`` and ``Dense``
+    (what runs saved before these layers) loads into the same model made
+    of these layers, and back: a weights file names a layer's variables
+    after its class."""
+
+    def model(embedding, dense):
+        ids = keras.Input((3,), dtype="int32")
+        x = embedding(13, 4, name="embedding")(ids)
+        return keras.Model(ids, dense(7, name="decoder")(x))
+
+    theirs = model(keras.layers.Embedding, keras.layers.Dense)
+    ours = model(Embedding, Dense)
+    rng = np.random.default_rng(0)
+    for source, target in ((theirs, ours), (ours, theirs)):
+        source.set_weights(
+            [rng.normal(size=w.shape) for w in source.get_weights()]
+        )
+        path = str(tmp_path / f"{source.layers[1].__module__}.weights.h5")
+        source.save_weights(path)
+        target.load_weights(path)
+        for a, b in zip(source.get_weights(), target.get_weights()):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_embedding_keeps_the_compute_dtype():
     emb = Embedding(13, 4, dtype="mixed_bfloat16")
     out = emb(np.array([[1, 2]], "int32"))
@@ -99,9 +124,9 @@ def test_layer_checks_embedding():
     )
 
 
-def test_layer_checks_decoder():
+def test_layer_checks_dense():
     run_layer_test(
-        Decoder,
+        Dense,
         dict(units=5),
         input_shape=(2, 3, 4),
         expected_output_shape=(None, 3, 5),

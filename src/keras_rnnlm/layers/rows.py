@@ -17,13 +17,17 @@ kernels cost a full pass over such a matrix each step:
   TensorFlow's graph optimizer cannot fuse across the reshape.
   :func:`over_rows` applies a product to the flattened ``(tokens,
   features)`` rows, so the bias is fused into the product (oneDNN's
-  matrix product with a bias). :class:`Decoder` is the dense output layer
-  called so, and :class:`~keras_rnnlm.layers.TiedEmbedding` decodes so.
+  matrix product with a bias). :class:`Dense` is Keras's dense layer
+  called so (the builder's output layer), and
+  :class:`~keras_rnnlm.layers.TiedEmbedding` decodes so.
 
 Both give the numbers the Keras layers give (tested to round-off) on
 every backend; the weights, their names and the saved configuration's
-arguments are Keras's. On JAX the compiled step fuses either form
-itself.
+arguments are Keras's. The classes keep Keras's class names, so a
+weights file stores their variables where Keras's layers store them
+(``layers/dense/vars/0``: its path is named after the class) and the
+weights of runs saved with Keras's layers load unchanged. On JAX the
+compiled step fuses either form itself.
 """
 
 import keras
@@ -76,15 +80,15 @@ class Embedding(keras.layers.Embedding):
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
-class Decoder(keras.layers.Dense):
+class Dense(keras.layers.Dense):
     """``keras.layers.Dense`` over the flattened rows of its inputs
     (:func:`over_rows`): the bias fused into the product on TensorFlow.
     Same arguments, weights and results.
 
     Example:
 
-    >>> dec = Decoder(50)
-    >>> dec(np.ones((2, 3, 4), "float32")).shape
+    >>> dense = Dense(50)
+    >>> dense(np.ones((2, 3, 4), "float32")).shape
     (2, 3, 50)
     """
 
@@ -92,5 +96,5 @@ class Decoder(keras.layers.Dense):
         if self.lora_enabled or self.quantization_mode is not None:
             return super().call(inputs, training=training)
         return over_rows(
-            inputs, lambda rows: super(Decoder, self).call(rows, training)
+            inputs, lambda rows: super(Dense, self).call(rows, training)
         )

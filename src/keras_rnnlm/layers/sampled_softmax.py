@@ -29,7 +29,7 @@ import math
 import keras
 from keras import ops
 
-from keras_rnnlm.layers.rows import Decoder
+from keras_rnnlm.layers.rows import Dense
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
@@ -165,13 +165,13 @@ def sampled_logits(features, targets, rows, bias, sampler, num_sampled):
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
-class SampledSoftmaxDense(Decoder):
+class SampledSoftmaxDense(Dense):
     """The untied vocabulary projection, with a sampled-softmax training
     mode.
 
     Without ``targets`` or outside training it is exactly
     ``keras.layers.Dense(vocab_size)``: full logits (as
-    :class:`~keras_rnnlm.layers.rows.Decoder` computes them). With
+    :class:`~keras_rnnlm.layers.rows.Dense` computes them). With
     ``num_sampled > 0``, ``training=True`` and ``targets`` it returns the
     :func:`sampled_logits` ``(..., num_sampled + 1)`` (target in column 0).
 

@@ -33,7 +33,7 @@ from keras_rnnlm.layers.major_minor_lstm import split_units
 from keras_rnnlm.layers.mixture_of_softmaxes import MixtureLogProbs
 from keras_rnnlm.layers.mixture_of_softmaxes import MixtureOfSoftmaxes
 from keras_rnnlm.layers.one_hot import OneHot
-from keras_rnnlm.layers.rows import Decoder
+from keras_rnnlm.layers.rows import Dense
 from keras_rnnlm.layers.rows import Embedding
 from keras_rnnlm.layers.sampled_softmax import SampledSoftmaxDense
 from keras_rnnlm.layers.tied_embedding import TiedEmbedding
@@ -648,7 +648,7 @@ def _output_head(config, embedding, sources, vocab_size, seed, targets):
             **kwargs,
         )
         return decoder(x, targets=targets)
-    return Decoder(vocab_size, name="decoder", **kwargs)(x)
+    return Dense(vocab_size, name="decoder", **kwargs)(x)
 
 
 def _mixture_head(config, embedding, sources, seed):
