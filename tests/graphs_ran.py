@@ -10,11 +10,12 @@ is on ``sys.path``).
 import numpy as np
 
 
-def training_step_nodes():
+def training_step_nodes(**model):
     """The nodes of every partition graph of one ``train_step`` of a
-    one-layer LSTM of 4 units, vocabulary 50, its own output matrix,
-    compiled as the trainer compiles (SGD, clipping), on a batch of 2 x
-    3 tokens (TensorFlow backend)."""
+    one-layer LSTM of 4 units, vocabulary 50, its own output matrix
+    (``model``: other ``ModelConfig`` fields), compiled as the trainer
+    compiles (SGD, clipping), on a batch of 2 x 3 tokens (TensorFlow
+    backend)."""
     import tensorflow as tf
     from tensorflow.python.eager import context
 
@@ -26,7 +27,9 @@ def training_step_nodes():
     rng = np.random.default_rng(0)
     x = tf.constant(rng.integers(0, 50, (2, 3)), tf.int32)
     y = tf.constant(rng.integers(0, 50, (2, 3)), tf.int32)
-    config = ModelConfig(embedding_dim=4, hidden_sizes=[4], cell="lstm")
+    config = ModelConfig(
+        embedding_dim=4, hidden_sizes=[4], cell="lstm", **model
+    )
     model = build_language_model(config, 50, 2, seed=0)
     compile_model(model, TrainConfig(learning_rate=1.0, clipnorm=5.0))
     step = tf.function(lambda: model.train_step((x, y)))

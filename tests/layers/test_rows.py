@@ -152,3 +152,13 @@ def test_training_step_reads_rows_and_fuses_the_bias():
     assert "GatherV2" not in embedding, embedding
     assert any("FusedMatMul" in op for op in decoder), decoder
     assert not {"BiasAdd", "AddV2", "Add"} & decoder, decoder
+
+
+@TF_ONLY
+def test_the_context_tables_rows_are_gathered_too():
+    """The CBOW context module's own (trainable) table is read as rows
+    in a training step, like the embedding's."""
+    nodes = training_step_nodes(context={"type": "cbow", "dim": 3})
+    reads = {n.op for n in nodes if "/cbow_context" in n.name}
+    assert "ResourceGather" in reads, reads
+    assert "GatherV2" not in reads, reads

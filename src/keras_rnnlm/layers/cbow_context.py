@@ -61,6 +61,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_rnnlm.layers.rows import gather_rows
 from keras_rnnlm.loops.state import with_static_batch
 
 WEIGHTINGS = ("uniform", "positional", "idf")
@@ -291,7 +292,7 @@ class CBOWContext(keras.layers.Layer):
         ids = ops.concatenate([history, tokens], axis=1)  # (B, K + T)
         valid = ops.cast(ops.greater_equal(ids, 0), self.compute_dtype)
         safe = ops.maximum(ids, 0)
-        emb = ops.cast(ops.take(self.embeddings, safe, axis=0), valid.dtype)
+        emb = ops.cast(gather_rows(self.embeddings, safe), valid.dtype)
         weight = valid
         if self.weighting == "idf":
             weight = weight * ops.cast(ops.take(self.idf, safe), valid.dtype)

@@ -10,7 +10,9 @@ kernels cost a full pass over such a matrix each step:
   the table, TensorFlow copies the whole variable on every such read, to
   keep readers and in-place row updates apart. :class:`Embedding` gathers
   the rows from the variable itself on TensorFlow (``ResourceGather``):
-  the same rows, the same gradient, no copy.
+  the same rows, the same gradient, no copy (:func:`gather_rows`, which
+  the tied embedding's sampled candidates and the CBOW context's table
+  read through too).
 * ``keras.layers.Dense`` on ``(batch, time, features)`` inputs runs a
   ``tensordot`` (reshape, product, reshape), and its bias is then added in
   a separate pass over the ``(batch, time, vocabulary)`` logits, which
