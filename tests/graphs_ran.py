@@ -7,15 +7,20 @@ import it as ``from graphs_ran import training_step_nodes`` (``tests/``
 is on ``sys.path``).
 """
 
+import itertools
+import re
+
 import numpy as np
 
+_STEPS = itertools.count()
 
-def training_step_nodes(**model):
+
+def training_step_nodes(weight_decay=0.0, **model):
     """The nodes of every partition graph of one ``train_step`` of a
     one-layer LSTM of 4 units, vocabulary 50, its own output matrix
     (``model``: other ``ModelConfig`` fields), compiled as the trainer
-    compiles (SGD, clipping), on a batch of 2 x 3 tokens (TensorFlow
-    backend)."""
+    compiles (SGD, clipping, ``weight_decay``), on a batch of 2 x 3
+    tokens (TensorFlow backend)."""
     import tensorflow as tf
     from tensorflow.python.eager import context
 
@@ -30,8 +35,12 @@ def training_step_nodes(**model):
     config = ModelConfig(
         embedding_dim=4, hidden_sizes=[4], cell="lstm", **model
     )
-    model = build_language_model(config, 50, 2, seed=0)
-    compile_model(model, TrainConfig(learning_rate=1.0, clipnorm=5.0))
+    name = f"graphs_ran_{next(_STEPS)}"
+    model = build_language_model(config, 50, 2, seed=0, name=name)
+    compile_model(
+        model,
+        TrainConfig(learning_rate=1.0, clipnorm=5.0, weight_decay=weight_decay),
+    )
     step = tf.function(lambda: model.train_step((x, y)))
     # The partition graphs come with the first call (which instantiates
     # the function), so the metadata is on before it.
@@ -41,9 +50,20 @@ def training_step_nodes(**model):
         ran = context.export_run_metadata()
     finally:
         context.disable_run_metadata()
+    # Only the graphs of this step: the metadata may also hold graphs of
+    # functions an earlier test in this process ran.
+    ours = re.compile(rf"{name}(_\d+)?/")
+    graphs = [
+        [
+            node
+            for partition in graph.partition_graphs
+            for node in partition.node
+        ]
+        for graph in ran.function_graphs
+    ]
     return [
         node
-        for graph in ran.function_graphs
-        for partition in graph.partition_graphs
-        for node in partition.node
+        for nodes in graphs
+        if any(ours.match(node.name) for node in nodes)
+        for node in nodes
     ]

@@ -122,11 +122,16 @@ class SGD(keras.optimizers.SGD):
             step = step * clip_scale(grads, self.global_clipnorm)
         elif self.clipnorm or self.clipvalue:
             grads = super()._clip_gradients(grads)
-        self._apply_weight_decay(trainable_variables)
+        pairs = []
         for grad, variable in zip(grads, trainable_variables):
             var = variable
             if isinstance(variable, keras.Variable):
                 var = variable.value  # the tf.Variable
+            pairs.append((grad, var, self._decays(variable)))
+        decayed = [(g, v) for g, v, d in pairs if d]
+        if decayed:
+            self._decayed_steps(decayed, step)
+        for grad, var, decays in pairs:
             alpha = tf.cast(step, var.dtype)
             if isinstance(grad, tf.IndexedSlices):
                 var.scatter_sub(
@@ -136,8 +141,45 @@ class SGD(keras.optimizers.SGD):
                         grad.dense_shape,
                     )
                 )
-            else:
+            elif not decays:
                 delta = tf.cast(grad, var.dtype)
                 tf.raw_ops.ResourceApplyGradientDescent(
                     var=var.handle, alpha=alpha, delta=delta
                 )
+
+    def _decays(self, variable):
+        return bool(self.weight_decay) and self._use_weight_decay(variable)
+
+    def _decayed_steps(self, pairs, step):
+        """Weight decay and, for a dense gradient, the step, of the
+        ``(grad, tf.Variable)`` pairs, as one XLA program: each weight is
+        read and written once (``w - w * wd * lr - step * g``, the order
+        of Keras's decay then the step). A ``tf.IndexedSlices`` gradient's
+        rows are subtracted after it."""
+        import tensorflow as tf  # TensorFlow backend only (_fused)
+
+        variables = tuple(v for _, v in pairs)
+        sparse = tuple(isinstance(g, tf.IndexedSlices) for g, _ in pairs)
+        key = (tuple(id(v) for v in variables), sparse)
+        programs = self.__dict__.setdefault("_decay_programs", {})
+        if key not in programs:
+
+            def program(grads, lr, wd, step):
+                dense = iter(grads)
+                for var, is_sparse in zip(variables, sparse):
+                    w = var.read_value()
+                    dt = w.dtype
+                    w = w - w * tf.cast(wd, dt) * tf.cast(lr, dt)
+                    if not is_sparse:
+                        w = w - tf.cast(step, dt) * tf.cast(next(dense), dt)
+                    var.assign(w)
+
+            programs[key] = tf.function(
+                program, jit_compile=True, autograph=False
+            )
+        programs[key](
+            [g for g, s in zip((g for g, _ in pairs), sparse) if not s],
+            tf.cast(self.learning_rate, tf.float32),
+            tf.cast(self.weight_decay, tf.float32),
+            tf.cast(step, tf.float32),
+        )
