@@ -70,6 +70,7 @@ def test_cell_and_size_flags_select_the_preset(capsys):
     assert cfg["name"] == "mlstm_ptb-tmgru-paper"
 
 
+@pytest.mark.slow
 def test_ptb_char_tiny_run_prints_parameters_and_bpc(tmp_path, capsys):
     data = os.environ.get("KERAS_RNNLM_DATA")
     if not data or not os.path.isdir(os.path.join(data, "ptb_char")):
@@ -108,6 +109,7 @@ def _cell_params(cell, units):
     return cell_params(cell, units, 50)
 
 
+@pytest.mark.slow
 def test_text8_recipe_on_small_char_data(tmp_path, capsys):
     d = tmp_path / "chars"
     d.mkdir()

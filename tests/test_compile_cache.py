@@ -40,6 +40,7 @@ def _programs(path):
     return sorted(os.listdir(path)) if os.path.isdir(path) else []
 
 
+@pytest.mark.slow
 def test_a_command_fills_the_cache_and_its_next_run_loads_it(tmp_path):
     root = tmp_path / "cache"
     state, directory, value, flags = _run(
@@ -55,6 +56,7 @@ def test_a_command_fills_the_cache_and_its_next_run_loads_it(tmp_path):
     assert _programs(directory) == programs  # loaded, not compiled anew
 
 
+@pytest.mark.slow
 def test_import_alone_and_off_keep_no_cache(tmp_path):
     root = tmp_path / "cache"
     state, _, _, flags = _run("import", KERAS_RNNLM_COMPILE_CACHE=str(root))
@@ -113,6 +115,7 @@ def test_the_default_directory_is_the_users_cache(value, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_damaged_program_is_removed_with_one_line(tiny_config, tmp_path):
     """A program file cut short fails TensorFlow's load: the command
     removes it and says so in one line; its next run compiles anew and

@@ -12,6 +12,7 @@ package lives under ``src/``, so such folders cannot shadow it.
 import os
 import shutil
 
+import pytest
 from user_process import REPO
 from user_process import run_as_user
 
@@ -36,6 +37,7 @@ def _run(args, cwd):
     return run_as_user(args, timeout=600, cwd=cwd, MPLBACKEND="Agg")
 
 
+@pytest.mark.slow
 def test_import_from_the_directory_above_a_clone(tmp_path):
     cwd = _above_a_clone(tmp_path)
     proc = _run(["-c", IMPORTS], cwd)
@@ -47,6 +49,7 @@ def test_import_from_the_directory_above_a_clone(tmp_path):
     assert installed == package or "site-packages" in installed
 
 
+@pytest.mark.slow
 def test_a_recipe_runs_from_the_directory_above_a_clone(
     tmp_path, tiny_corpus_dir
 ):

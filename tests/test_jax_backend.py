@@ -147,11 +147,13 @@ on_tensorflow = pytest.mark.skipif(
 
 
 @on_tensorflow
+@pytest.mark.slow
 def test_backend_sensitive_tests_pass_on_jax():
     _passes_on_jax(SELECTION)
 
 
 @on_tensorflow
+@pytest.mark.slow
 def test_backend_sensitive_loops_pass_on_jax():
     _passes_on_jax(LOOP_SELECTION)
 

@@ -42,6 +42,7 @@ def test_token_weighted_not_batch_averaged():
     assert float(nll.result()) == 0.0
 
 
+@pytest.mark.slow
 def test_evaluation_independent_of_batch_size_and_bptt():
     """Streaming evaluation (windows, carried state, padded last window)
     must equal one stateless pass over each whole stream, token-weighted,

@@ -109,6 +109,7 @@ def test_readme_training_example_on_a_tiny_corpus(tiny_corpus_dir):
     assert math.isfinite(ppl) and 1 < ppl < 30
 
 
+@pytest.mark.slow
 def test_readme_generation_section(tiny_run):
     """The "Generating text" section's commands are `keras-rnnlm
     generate` command lines the parser accepts, and its Python runs (on

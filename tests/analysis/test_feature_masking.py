@@ -23,6 +23,7 @@ def _masking_evaluator(run_dir, batch_size=1, seed=0):
     return ev, corpus
 
 
+@pytest.mark.slow
 def test_p0_reproduces_static_evaluation_exactly(tiny_run):
     static = evaluate_run(tiny_run, splits=("test",), write=False)
     ev, corpus = _masking_evaluator(tiny_run)

@@ -5,9 +5,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from bench.harness import ROOT
 
 
+@pytest.mark.slow
 def test_both_forms_are_timed_and_the_choice_recorded(tmp_path):
     out = tmp_path / "eval_program.jsonl"
     command = [

@@ -106,6 +106,7 @@ def _assert_same_run(straight, killed, keys):
             )
 
 
+@pytest.mark.slow
 def test_mid_epoch_resume_equals_uninterrupted(straight_dropout_run, tmp_path):
     """Fixed windows, dropout, stateful carry: killed at batch 23 of epoch
     1 with checkpoints every 10 batches, the run resumes after batch 20."""
@@ -166,6 +167,7 @@ def test_mid_epoch_resume_awd_variable_windows_and_averaging(
         np.testing.assert_allclose(avg[0][k], avg[1][k], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_torn_or_stale_checkpoints_are_passed_over(
     tiny_config, tmp_path, capsys
 ):
@@ -241,6 +243,7 @@ def _assert_one_finite_row_per_epoch(out, epochs):
         assert all(np.isfinite(float(v)) for v in r.values()), r
 
 
+@pytest.mark.slow
 def test_divergence_names_a_really_good_checkpoint_and_resume_works(
     tiny_config, tmp_path
 ):
@@ -283,6 +286,7 @@ def test_divergence_names_a_really_good_checkpoint_and_resume_works(
     assert _max_abs_checkpoint_weight(cfg) < 100
 
 
+@pytest.mark.slow
 def test_log_csv_is_rewritten_from_the_checkpoint_on_resume(
     tiny_config, tmp_path
 ):
@@ -332,6 +336,7 @@ def _no_temporary_files(out):
     assert not [n for n in names if "tmp" in n], names
 
 
+@pytest.mark.slow
 def test_a_failed_epoch_checkpoint_write_keeps_the_previous_one(
     tiny_config, tmp_path, monkeypatch
 ):
@@ -359,6 +364,7 @@ def test_a_failed_epoch_checkpoint_write_keeps_the_previous_one(
     _assert_one_finite_row_per_epoch(out, 2)
 
 
+@pytest.mark.slow
 def test_a_failed_mid_epoch_write_keeps_the_previous_one(
     tiny_config, tmp_path, monkeypatch
 ):
@@ -453,6 +459,7 @@ def _mid_epoch_killed(cfg, out, epoch, batch):
     return killed, checkpoints(str(out))
 
 
+@pytest.mark.slow
 def test_a_truncated_newest_checkpoint_is_passed_over_in_one_line(
     straight_dropout_run, tmp_path, capsys
 ):

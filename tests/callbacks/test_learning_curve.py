@@ -58,6 +58,7 @@ def test_one_epoch_curve_has_windows_validation_and_the_run_name(
         assert image.text["Title"] == "tiny_curve"
 
 
+@pytest.mark.slow
 def test_mid_epoch_resume_plots_the_uninterrupted_points(tiny_config, tmp_path):
     """132 batches an epoch, a point every 3; killed after batch 23 with
     checkpoints every 10, the run resumes after batch 20, and its first

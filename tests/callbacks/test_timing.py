@@ -27,6 +27,7 @@ def _timing(cfg):
     return read_timing_log(os.path.join(cfg.train.out_dir, "timing.csv"))
 
 
+@pytest.mark.slow
 def test_a_row_a_batch_with_its_tokens_and_one_an_epoch_end(tiny_config):
     cfg = apply_overrides(
         tiny_config, [*VARIABLE, "train.epochs=2", "train.timing_log=true"]
@@ -56,6 +57,7 @@ def test_off_by_default(tiny_config):
     assert not os.path.exists(os.path.join(cfg.train.out_dir, "timing.csv"))
 
 
+@pytest.mark.slow
 def test_a_resumed_run_appends_and_counts_on(tiny_config):
     cfg = apply_overrides(
         tiny_config,

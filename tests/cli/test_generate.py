@@ -39,6 +39,7 @@ def test_the_values_help_shows_are_the_librarys():
     assert commands.GENERATE_MAX_SEED == MAX_SEED
 
 
+@pytest.mark.slow
 def test_same_seed_same_text_as_the_python_object(lm, tiny_run, capsys):
     argv = ["generate", tiny_run, "--prompt", "the cat", "--prompt", ""]
     argv += ["--sampler", "top_p", "--top-p", "0.9", "--temperature", "1.5"]

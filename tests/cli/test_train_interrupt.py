@@ -93,6 +93,7 @@ def _interrupted_line(err):
     return lines[-1]
 
 
+@pytest.mark.slow
 def test_ctrl_c_then_sigterm_on_a_recipe_script(tiny_corpus_dir, tmp_path):
     recipe = tmp_path / "tiny_recipe.py"
     recipe.write_text(RECIPE.format(preset=repr(_preset(tiny_corpus_dir))))
@@ -127,6 +128,7 @@ def test_ctrl_c_then_sigterm_on_a_recipe_script(tiny_corpus_dir, tmp_path):
     assert not (run / "train.lock").exists()
 
 
+@pytest.mark.slow
 def test_a_second_training_on_the_same_out_is_refused(
     tiny_corpus_dir, tmp_path, capsys
 ):

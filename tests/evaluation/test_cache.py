@@ -116,6 +116,7 @@ def test_cli_evaluate_and_tune_cache(tiny_run, tmp_path, capsys):
     assert os.path.exists(os.path.join(out_dir, "cache_search.png"))
 
 
+@pytest.mark.slow
 def test_dynamic_eval_with_cache(tiny_run, tmp_path, capsys):
     import json
     import os

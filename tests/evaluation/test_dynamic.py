@@ -243,6 +243,7 @@ def test_zero_lr_and_lambda_reproduce_static_evaluation(cfg):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_dynamic_evaluation_adapts_to_a_repetitive_split(tiny_run):
     """A trained model on a text repeating one sentence: adapting to it
     lowers the NLL well below the static NLL (both variants)."""
@@ -293,6 +294,7 @@ def test_presets_hold_table_v():
         DynamicEvaluator.from_preset("nope", TINY, V)
 
 
+@pytest.mark.slow
 def test_cli_dynamic_eval(tiny_run, tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()

@@ -57,6 +57,7 @@ def _load(path):
     return tf.saved_model.load(path)
 
 
+@pytest.mark.slow
 def test_cbow_window_is_a_token_ids_state(cbow_exports):
     scorer, default = cbow_exports
     infer = scorer.inference

@@ -138,6 +138,7 @@ def test_export_writes_a_warmup_file_that_replays(tmp_path):
     _check(path, 640, rows=8)
 
 
+@pytest.mark.slow
 def test_default_warmup_stops_at_256_steps(tmp_path):
     """By default the file reaches 256 steps, not the token budget, so
     that a version loads in seconds."""

@@ -53,6 +53,7 @@ def exported(tmp_path_factory):
     return lm, path
 
 
+@pytest.mark.slow
 def test_signature_and_metadata(exported):
     import tensorflow as tf
 
@@ -141,6 +142,7 @@ BAD = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_every_bad_value_is_invalid_argument_naming_it(exported):
     _, path = exported
     proc = subprocess.run(
@@ -192,6 +194,7 @@ def test_max_tokens_per_prompt_is_each_rows_own_call(exported):
         assert out["text"][row].numpy().decode() == want.text
 
 
+@pytest.mark.slow
 def test_a_vocabulary_without_unk(tmp_path):
     """An unknown word of a prompt: OOVError from the export as from
     the run (INVALID_ARGUMENT in the graph); known words: the same text."""

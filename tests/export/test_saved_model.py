@@ -44,6 +44,7 @@ def _graph_ops(path):
     return ops
 
 
+@pytest.mark.slow
 def test_untrained_export_in_process(tmp_path):
     """Fast default check: layout, no cuDNN op, score_text == Scorer."""
     import tensorflow as tf
@@ -294,6 +295,7 @@ def test_in_graph_time_buckets_equal_the_scorer_s():
             check_time_buckets(bad)
 
 
+@pytest.mark.slow
 def test_multicell_export_starts_from_the_initial_cells(tmp_path):
     """A multi-cell LSTM with distinct initial cells: the exported
     endpoints start from those cells (not zeros), like the Scorer and the

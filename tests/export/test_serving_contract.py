@@ -161,6 +161,7 @@ def test_default_export_has_no_xla_function_and_allowed_ops(small_exports):
     assert meta["limits"] == {"max_batch_size": 8, "max_tokens": 64}
 
 
+@pytest.mark.slow
 def test_every_signature_rejects_bad_inputs_without_crashing(small_exports):
     from keras_rnnlm.export import ENDPOINTS
 

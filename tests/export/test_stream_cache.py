@@ -70,6 +70,7 @@ def _stream(model, ids, pieces, cache):
     return np.concatenate(got, 1)[0], logp[np.arange(len(ids)), ids]
 
 
+@pytest.mark.slow
 def test_step_with_keys_is_step_plus_the_keys(keyed_export):
     import tensorflow as tf
 

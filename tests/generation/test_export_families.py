@@ -83,6 +83,7 @@ def test_word_level_lstm(tiny_corpus_dir, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_character_level_mlstm(tiny_char_corpus_dir, tmp_path):  # noqa: F811
     run_dir = _run(
         tmp_path, tiny_char_corpus_dir, CHAR_FAMILIES["mlstm"], level="char"
@@ -99,6 +100,7 @@ def test_character_level_mlstm(tiny_char_corpus_dir, tmp_path):  # noqa: F811
     assert got.finish_reason == "length" and "<eos>" in got.tokens
 
 
+@pytest.mark.slow
 def test_cbow_context(tiny_corpus_dir, tmp_path):
     run_dir = _run(tmp_path, tiny_corpus_dir, WORD_FAMILIES["cbow_context"])
     lm = LanguageModel.from_run(run_dir)

@@ -336,6 +336,7 @@ def test_the_last_token_is_sampled_without_running_the_model(
     keras.backend.backend() != "tensorflow",
     reason="the traces of TensorFlow's generation loop",
 )
+@pytest.mark.slow
 def test_a_batch_whose_loops_split_gets_its_own_bounded_trace(
     scorer, monkeypatch
 ):
@@ -366,6 +367,7 @@ def test_a_batch_whose_loops_split_gets_its_own_bounded_trace(
     assert traces.keys()[-1] == 3 + loop_module.MAX_BATCH_TRACES
 
 
+@pytest.mark.slow
 def test_the_loops_kept_for_sampler_settings_are_bounded(scorer, monkeypatch):
     """A long-lived process generating with ever new sampler settings
     (a temperature a request) keeps a bounded number of compiled loops,
@@ -399,6 +401,7 @@ def test_bucket_and_floor_power():
     reason="TensorFlow's XLA program of the generation loop",
 )
 @pytest.mark.parametrize("sentence_reset", [None, "line"])
+@pytest.mark.slow
 def test_the_whole_program_samples_the_graphs_tokens(sentence_reset):
     """One XLA program (rows, prompt width and output columns rounded up,
     the prompt partly read one input a step) samples the tokens of the

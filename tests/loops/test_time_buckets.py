@@ -163,6 +163,7 @@ print("programs", sum(
 """
 
 
+@pytest.mark.slow
 def test_a_graph_with_unknown_length_compiles_once_per_bucket(tmp_path):
     """In a graph whose time dimension is unknown (Keras's train step
     after two lengths), XLA compiles each loop once per *shape* it

@@ -34,6 +34,7 @@ def test_documented_curl_example(server):
     assert [p["num_tokens"] for p in out["predictions"]] == [7, 7, 1]
 
 
+@pytest.mark.slow
 def test_documented_grpc_client_example(server):
     proc = subprocess.run(
         [

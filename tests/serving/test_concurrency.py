@@ -8,6 +8,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 from serving_client import copy_base
 from serving_client import grpc_predict
 from serving_client import http
@@ -91,6 +92,7 @@ def test_concurrent_steps_of_different_lengths(server):
             np.testing.assert_allclose(a[k], b[k], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_version_swap_under_load_loses_nothing(served_base, tmp_path):
     base = copy_base(served_base, tmp_path)
     stop = threading.Event()

@@ -111,6 +111,7 @@ def texts(tiny_run):
     return _python_texts(LanguageModel.from_run(tiny_run))
 
 
+@pytest.mark.slow
 def test_same_seed_same_text_everywhere(server, served_base, texts, capsys):
     from keras_rnnlm.cli import main
     from keras_rnnlm.cli.scoring import escape_tsv_field

@@ -110,6 +110,7 @@ class _Recorder(keras.callbacks.Callback):
         self.epochs[self._epoch].append(lr)
 
 
+@pytest.mark.slow
 def test_variable_windows_every_batch_and_lr_scaled(tiny_config, tmp_path):
     config = apply_overrides(
         tiny_config,

@@ -5,6 +5,7 @@ import os
 
 import keras
 import numpy as np
+import pytest
 from keras import ops
 
 from keras_rnnlm.config import apply_overrides
@@ -15,6 +16,7 @@ from keras_rnnlm.runs import load_run_corpus
 from keras_rnnlm.training import train
 
 
+@pytest.mark.slow
 def test_idf_context_trains_and_its_idf_is_saved(tiny_config, capsys):
     cfg = apply_overrides(
         tiny_config,

@@ -30,6 +30,7 @@ def _parent(tiny_config, nonmono):
 
 
 @pytest.mark.parametrize("nonmono, expected", [(0, 0), ("null", 5)])
+@pytest.mark.slow
 def test_finetune_starts_from_best_and_stops_without_gain(
     tiny_config, nonmono, expected
 ):

@@ -199,6 +199,7 @@ def test_a_signal_without_mid_epoch_checkpoints_saves_its_batch(
     assert len(progress) == info.value.batches - 5
 
 
+@pytest.mark.slow
 def test_sigterm_outside_the_epochs_releases_the_run(
     tiny_corpus_dir, tmp_path, monkeypatch
 ):

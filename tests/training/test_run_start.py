@@ -11,6 +11,7 @@ from keras_rnnlm.training import train
 from keras_rnnlm.training import trainer
 
 
+@pytest.mark.slow
 def test_starts_resumes_and_completes(
     tiny_config, tmp_path, monkeypatch, capsys
 ):
@@ -56,6 +57,7 @@ def test_starts_resumes_and_completes(
     assert f"Resuming {where} at epoch 2/2\n" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_no_resume_starts_over_without_the_old_checkpoint(tiny_config, capsys):
     config = apply_overrides(
         tiny_config,

@@ -5,10 +5,13 @@ import csv
 import json
 import os
 
+import pytest
+
 from keras_rnnlm.config import apply_overrides
 from keras_rnnlm.training import train
 
 
+@pytest.mark.slow
 def test_sampled_softmax_run_learns_and_reports_full_perplexity(tiny_config):
     cfg = apply_overrides(
         tiny_config,
@@ -51,6 +54,7 @@ def test_sampled_softmax_run_learns_and_reports_full_perplexity(tiny_config):
     assert abs(total - 1.0) < 1e-4
 
 
+@pytest.mark.slow
 def test_sampled_softmax_with_variable_bptt_and_untied_head(tiny_config):
     cfg = apply_overrides(
         tiny_config,

@@ -80,6 +80,7 @@ def test_resume_equals_uninterrupted(tiny_config, tmp_path, dropout):
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_evaluate_run_batch_sizes(tiny_config):
     cfg = apply_overrides(tiny_config, ["train.epochs=1"])
     train(cfg)
@@ -164,6 +165,7 @@ def test_max_train_tokens_truncates_training_split_only(tiny_config):
         )
 
 
+@pytest.mark.slow
 def test_every_epoch_reads_fit_data(tiny_config, monkeypatch):
     """Fixed windows too: one ``fit`` per epoch on ``fit_data(stream)``
     (on TensorFlow a pipeline without tf.data's background threads, which

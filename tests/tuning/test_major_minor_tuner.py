@@ -236,6 +236,7 @@ class EpochProbe(keras.callbacks.Callback):
         EpochProbe.seen.append((id(self), "val_ppl" in (logs or {})))
 
 
+@pytest.mark.slow
 def test_ratio_search_end_to_end(tiny_corpus_dir, tmp_path):
     out = tmp_path / "tune"
     argv = ["--preset", "ratio_10_0", "--shared", "--budget", "base"]

@@ -18,6 +18,7 @@ def _tiny_overrides(corpus_dir):
     return tiny_overrides(corpus_dir, learning_rate=8.0)
 
 
+@pytest.mark.slow
 def test_tuner_end_to_end_writes_table_and_plot(tiny_corpus_dir, tmp_path):
     out = tmp_path / "tune"
     argv = ["--max-trials", "2", "--epochs", "1", "--out", str(out)]
