@@ -166,11 +166,8 @@ def test_wt103_presets_follow_table_vi():
         assert (c.train.optimizer, c.train.learning_rate) == ("adam", 1e-3)
 
 
-# The full-softmax preset slow (~15 s on 2 cores): paper_sampled runs the
-# same recipe and loader; the full softmax trains in the other recipes.
-@pytest.mark.parametrize(
-    "preset", [pytest.param("paper", marks=pytest.mark.slow), "paper_sampled"]
-)
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["paper", "paper_sampled"])
 def test_wt103_recipe_trains_on_small_wikitext_files(tmp_path, capsys, preset):
     """recipes/mmlstm_wt103.py end to end on a tiny corpus laid out as
     WikiText-103 (``wikitext-103/wiki.{split}.tokens``; headings, blank

@@ -70,6 +70,7 @@ def _check_export(lm, prompts, tmp_path, max_tokens=12, cases=CASES):
     return exported
 
 
+@pytest.mark.slow
 def test_word_level_lstm(tiny_corpus_dir, tmp_path):
     run_dir = _run(tmp_path, tiny_corpus_dir, WORD_FAMILIES["zaremba_lstm"])
     lm = LanguageModel.from_run(run_dir)

@@ -42,14 +42,8 @@ def test_end_to_end_learns_and_writes_run_files(tiny_config):
     assert "val_ppl" in header and "lr" in header
 
 
-@pytest.mark.parametrize(
-    "dropout",
-    [
-        # slow: the 0.3 case runs the same resume with the dropout seeds
-        pytest.param(0.0, marks=pytest.mark.slow),
-        0.3,
-    ],
-)
+@pytest.mark.slow
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
 def test_resume_equals_uninterrupted(tiny_config, tmp_path, dropout):
     """Resuming after epoch 1 gives the weights of an uninterrupted run;
     with dropout too (the dropout seed generators' states are restored)."""
