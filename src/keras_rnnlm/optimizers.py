@@ -173,6 +173,9 @@ class SGD(keras.optimizers.SGD):
         variables = tuple(v for _, v in pairs)
         sparse = tuple(isinstance(g, tf.IndexedSlices) for g, _ in pairs)
         key = (tuple(id(v) for v in variables), sparse)
+        # One program per set of weights, kept across the retracings of
+        # the training step (a new window length retraces it); in the
+        # instance's __dict__, outside Keras's attribute tracking.
         programs = self.__dict__.setdefault("_decay_programs", {})
         if key not in programs:
 
@@ -190,7 +193,7 @@ class SGD(keras.optimizers.SGD):
                 program, jit_compile=True, autograph=False
             )
         programs[key](
-            [g for g, s in zip((g for g, _ in pairs), sparse) if not s],
+            [g for g, _ in pairs if not isinstance(g, tf.IndexedSlices)],
             tf.cast(self.learning_rate, tf.float32),
             tf.cast(self.weight_decay, tf.float32),
             tf.cast(step, tf.float32),
