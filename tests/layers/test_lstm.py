@@ -1,6 +1,8 @@
 import keras
 import numpy as np
 import pytest
+from graphs_ran import forward_nodes
+from graphs_ran import training_step_nodes
 from keras import ops
 from layer_testing import gradients
 from layer_testing import numpy_lstm
@@ -105,3 +107,34 @@ def test_layer_checks(kw, shapes, states):
 def test_bad_fused_value():
     with pytest.raises(ValueError, match="fused"):
         LSTM(4, fused="yes")
+
+
+TF_ONLY = pytest.mark.skipif(
+    keras.backend.backend() != "tensorflow",
+    reason="the graph TensorFlow runs",
+)
+
+
+@TF_ONLY
+def test_input_projection_is_one_product_with_its_bias():
+    """In a training step as TensorFlow ran it, the layer's hoisted input
+    product adds its bias inside the matrix product (no separate pass
+    over the (time, batch, 4 x units) projection)."""
+    nodes = training_step_nodes()
+    forward = {
+        n.op for n in nodes if "/rnn_0" in n.name and "gradient" not in n.name
+    }
+    assert any("FusedMatMul" in op for op in forward), forward
+    assert not {"BiasAdd", "AddV2", "Add"} & forward, forward
+
+
+@TF_ONLY
+def test_stacked_layers_hand_over_time_major():
+    """The fast path runs time-major from the layer's input on: in a
+    forward pass of two stacked layers as TensorFlow ran it, only the
+    stack's input and its output are transposed (the first layer's
+    output transpose and the second's input transpose cancel), and no
+    projection is transposed."""
+    nodes = forward_nodes(hidden_sizes=[4, 4])
+    transposes = [n.name for n in nodes if "Transpose" in n.op]
+    assert len(transposes) == 2, transposes

@@ -12,6 +12,7 @@ import keras
 from keras import activations
 from keras import ops
 
+from keras_rnnlm.layers.rows import over_rows
 from keras_rnnlm.loops.fused_recurrence import FusedRecurrence
 from keras_rnnlm.loops.fused_recurrence import value_of
 from keras_rnnlm.loops.recurrence import lstm_recurrence
@@ -102,21 +103,31 @@ class LSTM(FusedRecurrence, TrackedStateMixin, keras.layers.LSTM):
         return blockers
 
     def fused_inner_loop(self, sequences, initial_state, training=False):
-        proj = self.input_projection(sequences)
+        # Time-major from the input on, the loops' layout: the input is
+        # transposed (features wide), not its projection (4 x units wide),
+        # and between two such layers the output's transpose and the next
+        # input's cancel where nothing stands between them (evaluation).
+        proj = self.input_projection(ops.transpose(sequences, (1, 0, 2)))
         h0, c0 = (state_snapshot(s, proj.dtype) for s in initial_state)
         rk = self.recurrent_kernel_tensor(training, proj.dtype)
         outputs, h_t, c_t = lstm_recurrence(
-            proj, h0, c0, rk, forward_only=self.forward_only
+            proj, h0, c0, rk, forward_only=self.forward_only, time_major=True
         )
-        return h_t, outputs, [h_t, c_t]
+        return h_t, ops.transpose(outputs, (1, 0, 2)), [h_t, c_t]
 
     def input_projection(self, sequences):
         """``x @ kernel + bias`` for the whole sequence (the fast path's
-        hoisted input product), (batch, time, 4 * units)."""
-        proj = ops.matmul(sequences, self.cell.kernel)
-        if self.cell.use_bias:
-            proj = proj + self.cell.bias
-        return proj
+        hoisted input product), ``(..., 4 * units)`` for ``(...,
+        features)`` inputs; over the flattened rows
+        (:func:`~keras_rnnlm.layers.rows.over_rows`: the bias fused into
+        the product on TensorFlow)."""
+        kernel, cell = self.cell.kernel, self.cell
+
+        def product(rows):
+            proj = ops.matmul(rows, kernel)
+            return proj + cell.bias if cell.use_bias else proj
+
+        return over_rows(sequences, product)
 
     def recurrent_kernel_tensor(self, training, dtype):
         """This call's recurrent kernel (weight-dropped by subclasses) as a

@@ -266,7 +266,9 @@ def _compiled():
     )
 
 
-def lstm_recurrence(proj, h0, c0, recurrent_kernel, forward_only=False):
+def lstm_recurrence(
+    proj, h0, c0, recurrent_kernel, forward_only=False, time_major=False
+):
     """Runs the LSTM recurrence over pre-projected inputs.
 
     Args:
@@ -280,22 +282,33 @@ def lstm_recurrence(proj, h0, c0, recurrent_kernel, forward_only=False):
             :func:`set_forward_only`). Same outputs. On TensorFlow the
             result is then not differentiable through the fast path;
             on JAX it is (plain ``lax.scan`` autodiff).
+        time_major: ``proj`` is (T, B, 4H) and ``outputs`` (T, B, H):
+            the loops' own layout, so neither is transposed here (a
+            caller that projects time-major inputs transposes the
+            narrower input instead of the projection).
 
     Returns:
-        ``(outputs, h_T, c_T)`` with ``outputs`` of shape (B, T, H).
-        Differentiable with respect to all four arguments.
+        ``(outputs, h_T, c_T)`` with ``outputs`` of shape (B, T, H)
+        ((T, B, H) if ``time_major``). Differentiable with respect to
+        all four arguments.
     """
     forward, backward, forward_only_loop = _compiled()
-    parts = loop_parts(proj.shape[0], step_entries(recurrent_kernel))
+    parts = loop_parts(
+        proj.shape[1 if time_major else 0], step_entries(recurrent_kernel)
+    )
+
+    def to_loop(x):  # the caller's layout <-> the loops' time-major one
+        return x if time_major else _time_major(x)
+
     if forward_only:
         h_all, h_t, c_t = run_in_parts(
             forward_only_loop,
             parts,
-            _tensors(_time_major(proj), h0, c0, recurrent_kernel),
+            _tensors(to_loop(proj), h0, c0, recurrent_kernel),
             (1, 0, 0, None),
             (1, 0, 0),
         )
-        return _time_major(h_all), h_t, c_t
+        return to_loop(h_all), h_t, c_t
 
     @custom_gradient
     def _run(proj, h0, c0, recurrent_kernel):
@@ -303,7 +316,7 @@ def lstm_recurrence(proj, h0, c0, recurrent_kernel, forward_only=False):
         # hand-written one below (stop_gradient keeps TF from building a
         # differentiable variant of the XLA function).
         sg = ops.stop_gradient
-        proj_tm = _time_major(proj)
+        proj_tm = to_loop(proj)
         # the cell states and gates stay as row blocks: only the reverse
         # loop reads them, block by block
         h_all, c_all, gates_all = run_in_parts(
@@ -313,7 +326,7 @@ def lstm_recurrence(proj, h0, c0, recurrent_kernel, forward_only=False):
             (1, 0, 0, None),
             (1, Keep(1), Keep(1)),
         )
-        outputs = _time_major(h_all)
+        outputs = to_loop(h_all)
         h_t, c_t = h_all[-1], last_step(c_all)
 
         def grad(upstream):
@@ -327,7 +340,7 @@ def lstm_recurrence(proj, h0, c0, recurrent_kernel, forward_only=False):
                     recurrent_kernel,
                     c_all,
                     gates_all,
-                    _time_major(d_out),
+                    to_loop(d_out),
                     d_ht,
                     d_ct,
                 ),
@@ -340,7 +353,7 @@ def lstm_recurrence(proj, h0, c0, recurrent_kernel, forward_only=False):
                 ops.transpose(ops.reshape(h_prev, (-1, n))),
                 ops.reshape(dz_all, (-1, 4 * n)),
             )
-            return _time_major(dz_all), dh0, dc0, d_rk
+            return to_loop(dz_all), dh0, dc0, d_rk
 
         return (outputs, h_t, c_t), grad
 
