@@ -9,6 +9,7 @@ from layer_testing import run_layer_test
 from keras_rnnlm.layers.rows import Dense
 from keras_rnnlm.layers.rows import Embedding
 from keras_rnnlm.layers.rows import over_rows
+from keras_rnnlm.layers.rows import project_rows
 
 TF_ONLY = pytest.mark.skipif(
     keras.backend.backend() != "tensorflow",
@@ -41,6 +42,31 @@ def test_over_rows_keeps_the_leading_axes():
     np.testing.assert_allclose(out, x @ w)
     flat = ops.convert_to_numpy(over_rows(x[0], lambda r: ops.matmul(r, w)))
     np.testing.assert_allclose(flat, x[0] @ w)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_project_rows_is_the_affine_map(bias):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 3, 4)).astype("float32")
+    w = rng.normal(size=(4, 5)).astype("float32")
+    b = rng.normal(size=(5,)).astype("float32") if bias else None
+    out = ops.convert_to_numpy(project_rows(x, w, b))
+    np.testing.assert_allclose(out, x @ w + (0 if b is None else b), 1e-5)
+
+
+@TF_ONLY
+def test_mixture_heads_latent_projection_is_one_fused_product():
+    """The MoS head's ``tanh(x @ W + b)`` as TensorFlow ran it in a
+    training step: the bias inside the product, no separate pass over
+    the (tokens, K x d) latents."""
+    nodes = training_step_nodes(
+        head="mos", mixture_components=2, hidden_sizes=[4]
+    )
+    forward = {
+        n.op for n in nodes if "/mos" in n.name and "gradient" not in n.name
+    }
+    assert any("FusedMatMul" in op for op in forward), forward
+    assert not {"BiasAdd", "AddV2", "Add"} & forward, forward
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 4), (6, 4)])

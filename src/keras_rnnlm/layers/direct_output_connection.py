@@ -35,6 +35,7 @@ import keras
 from keras import ops
 
 from keras_rnnlm.layers.locked_dropout import LockedDropout
+from keras_rnnlm.layers.rows import project_rows
 from keras_rnnlm.layers.serialization import serialized_initializers
 
 
@@ -152,7 +153,7 @@ class DirectOutputConnection(keras.layers.Layer):
 
     def call(self, inputs, training=False):
         parts = [
-            ops.tanh(ops.matmul(x, k) + b)
+            ops.tanh(project_rows(x, k, b))
             for x, k, b in zip(inputs, self.kernels, self.biases)
             if k is not None
         ]

@@ -12,7 +12,7 @@ import keras
 from keras import activations
 from keras import ops
 
-from keras_rnnlm.layers.rows import over_rows
+from keras_rnnlm.layers.rows import project_rows
 from keras_rnnlm.loops.fused_recurrence import FusedRecurrence
 from keras_rnnlm.loops.fused_recurrence import value_of
 from keras_rnnlm.loops.recurrence import lstm_recurrence
@@ -119,15 +119,12 @@ class LSTM(FusedRecurrence, TrackedStateMixin, keras.layers.LSTM):
         """``x @ kernel + bias`` for the whole sequence (the fast path's
         hoisted input product), ``(..., 4 * units)`` for ``(...,
         features)`` inputs; over the flattened rows
-        (:func:`~keras_rnnlm.layers.rows.over_rows`: the bias fused into
-        the product on TensorFlow)."""
-        kernel, cell = self.cell.kernel, self.cell
-
-        def product(rows):
-            proj = ops.matmul(rows, kernel)
-            return proj + cell.bias if cell.use_bias else proj
-
-        return over_rows(sequences, product)
+        (:func:`~keras_rnnlm.layers.rows.project_rows`: the bias fused
+        into the product on TensorFlow)."""
+        cell = self.cell
+        return project_rows(
+            sequences, cell.kernel, cell.bias if cell.use_bias else None
+        )
 
     def recurrent_kernel_tensor(self, training, dtype):
         """This call's recurrent kernel (weight-dropped by subclasses) as a

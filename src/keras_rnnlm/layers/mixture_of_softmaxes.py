@@ -24,6 +24,7 @@ import keras
 from keras import ops
 
 from keras_rnnlm.layers.locked_dropout import LockedDropout
+from keras_rnnlm.layers.rows import project_rows
 from keras_rnnlm.layers.serialization import serialized_initializers
 
 
@@ -128,7 +129,7 @@ class MixtureOfSoftmaxes(keras.layers.Layer):
 
     def call(self, inputs, training=False):
         latent = ops.tanh(
-            ops.matmul(inputs, self.latent_kernel) + self.latent_bias
+            project_rows(inputs, self.latent_kernel, self.latent_bias)
         )
         latent = self.dropout(latent, training=training)
         shape = ops.shape(inputs)

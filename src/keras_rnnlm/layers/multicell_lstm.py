@@ -86,6 +86,7 @@ import keras
 from keras import initializers
 from keras import ops
 
+from keras_rnnlm.layers.rows import project_rows
 from keras_rnnlm.layers.serialization import serialized_initializers
 from keras_rnnlm.loops import recurrence
 from keras_rnnlm.loops.fused_recurrence import FUSED_MODES
@@ -570,8 +571,9 @@ class MultiCellLSTMCell(keras.layers.Layer):
     # -- pieces shared by the naive and the fused path ------------------
 
     def project_inputs(self, inputs):
-        """``x W + b`` (any leading dimensions)."""
-        return ops.matmul(inputs, self.kernel) + self.bias
+        """``x W + b`` (any leading dimensions; the bias fused into the
+        product, :func:`~keras_rnnlm.layers.rows.project_rows`)."""
+        return project_rows(inputs, self.kernel, self.bias)
 
     def step_weights(self):
         """The weights the time step uses, as a tuple of tensors."""

@@ -72,6 +72,7 @@ import keras
 from keras import initializers
 from keras import ops
 
+from keras_rnnlm.layers.rows import project_rows
 from keras_rnnlm.layers.serialization import serialized_initializers
 from keras_rnnlm.loops import recurrence
 from keras_rnnlm.loops.fused_recurrence import FusedRecurrence
@@ -259,8 +260,10 @@ class MultiplicativeCell(keras.layers.Layer):
 
 
 def _project(x, kernel, bias):
-    """The input side ``x @ kernel + bias`` (any leading dimensions)."""
-    return ops.matmul(x, kernel) + bias
+    """The input side ``x @ kernel + bias`` (any leading dimensions; the
+    bias fused into the product,
+    :func:`~keras_rnnlm.layers.rows.project_rows`)."""
+    return project_rows(x, kernel, bias)
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")

@@ -20,8 +20,10 @@ kernels cost a full pass over such a matrix each step:
   :func:`over_rows` applies a product to the flattened ``(tokens,
   features)`` rows, so the bias is fused into the product (oneDNN's
   matrix product with a bias). :class:`Dense` is Keras's dense layer
-  called so (the builder's output layer), and
-  :class:`~keras_rnnlm.layers.TiedEmbedding` decodes so.
+  called so (the builder's output layer),
+  :class:`~keras_rnnlm.layers.TiedEmbedding` decodes so, and every
+  layer's ``x @ W + b`` over a sequence (the recurrent layers' input
+  projections, the mixture heads' latent ones) is :func:`project_rows`.
 
 Both give the numbers the Keras layers give (tested to round-off) on
 every backend; the weights, their names and the saved configuration's
@@ -45,6 +47,19 @@ def over_rows(inputs, product):
     lead = ops.shape(inputs)[:-1]
     out = product(ops.reshape(inputs, (-1, inputs.shape[-1])))
     return ops.reshape(out, (*lead, out.shape[-1]))
+
+
+def project_rows(inputs, kernel, bias=None):
+    """``inputs @ kernel (+ bias)`` for ``(..., features)`` inputs, over
+    their flattened rows (:func:`over_rows`): on TensorFlow the bias is
+    fused into the product. The input projections of the recurrent
+    layers and the mixture heads' latent projections run through it."""
+
+    def product(rows):
+        out = ops.matmul(rows, kernel)
+        return out if bias is None else out + bias
+
+    return over_rows(inputs, product)
 
 
 def gather_rows(table, ids):
