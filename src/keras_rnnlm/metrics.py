@@ -28,13 +28,21 @@ def token_nll(y_true, y_pred, from_logits=True, fused=True):
     3-4x slower on CPU than ``logsumexp - logit[target]`` written with
     ``keras.ops``, and that in turn runs as ~10 separate passes over the
     (tokens x vocabulary) logits. On TensorFlow the function is therefore
-    one XLA-compiled forward (``nll`` and the ``logsumexp``) with a
-    hand-written, XLA-compiled backward ``(softmax - onehot) * upstream``
-    (:func:`_fused_token_nll`); measured on one CPU thread, loss forward +
-    backward + the metric's forward on 700 x 10k logits (Zaremba medium):
-    66.7 ms with ``keras.ops``, 15.0 ms fused, 24.7 ms for PyTorch's
-    ``cross_entropy``. JAX compiles the ``keras.ops`` form into one fused
-    kernel itself.
+    the probabilities from TensorFlow's softmax kernel (oneDNN's on x86,
+    threaded over the rows), ``-log p[target]``, and a hand-written,
+    XLA-compiled backward ``(p - onehot) * upstream`` that reads the
+    saved probabilities (:func:`_fused_token_nll`). Where a target's
+    probability is below :data:`EXACT_BELOW` (float32 loses digits
+    there, and 0 would give ``inf``) the batch's NLL is
+    ``logsumexp - logit[target]`` instead, one XLA-compiled pass. The
+    exponentials are what such a pass costs on a CPU, and the softmax
+    kernel computes them once a step where an XLA ``logsumexp`` forward
+    and an XLA backward computed them twice, each on one thread: 400 x
+    10k logits (Zaremba small), forward and backward, Intel Xeon (AVX-512,
+    2 cores), ms at one / two threads: 4.5 / 3.2-3.5 against 8.9-9.1 /
+    5.9-6.5 (capped to AVX2: 5.2-7.2 / 4.1-4.3 against 6.6-9.9 /
+    5.6-5.9). JAX compiles the ``keras.ops`` form into one fused kernel
+    itself.
 
     In a training step the loss and the NLL metric call this on the same
     logits and targets; the fused forward is built so that both calls are
@@ -59,30 +67,34 @@ def token_nll(y_true, y_pred, from_logits=True, fused=True):
     return ops.logsumexp(y_pred, axis=-1) - picked
 
 
+#: A target probability below this (``-log p`` above 69 nats) makes
+#: :func:`_fused_token_nll` compute its batch's NLL from the logits.
+EXACT_BELOW = 1e-30
+
+
 @functools.cache
 def _nll_kernels():
     import tensorflow as tf  # TensorFlow backend only
 
     @tf.function(jit_compile=True, autograph=False)
-    def forward(logits, targets):
+    def exact(logits, targets):
         lse = tf.reduce_logsumexp(logits, axis=-1)
         picked = tf.gather(logits, targets[:, None], batch_dims=1)[:, 0]
-        return lse - picked, lse
+        return lse - picked
 
     @tf.function(jit_compile=True, autograph=False)
-    def backward(logits, targets, lse, upstream):
-        probs = tf.exp(logits - lse[:, None])
-        onehot = tf.one_hot(targets, tf.shape(logits)[-1], dtype=probs.dtype)
+    def backward(probs, targets, upstream):
+        onehot = tf.one_hot(targets, tf.shape(probs)[-1], dtype=probs.dtype)
         return (probs - onehot) * upstream[:, None]
 
-    return forward, backward
+    return exact, backward
 
 
 def _fused_token_nll(y_true, logits):
     """TensorFlow: :func:`token_nll` from logits, fused (see there)."""
     import tensorflow as tf  # TensorFlow backend only
 
-    forward, backward = _nll_kernels()
+    exact, backward = _nll_kernels()
     shape = tf.shape(logits)
     flat = tf.reshape(logits, (-1, shape[-1]))
     # Through float32, as Keras's loss wrapper casts y_true: the loss's
@@ -93,10 +105,17 @@ def _fused_token_nll(y_true, logits):
 
     @tf.custom_gradient
     def run(flat):
-        nll, lse = forward(tf.stop_gradient(flat), targets)
+        flat = tf.stop_gradient(flat)
+        probs = tf.nn.softmax(flat)
+        picked = tf.gather(probs, targets[:, None], batch_dims=1)[:, 0]
+        nll = tf.cond(
+            tf.reduce_any(picked < EXACT_BELOW),
+            lambda: exact(flat, targets),
+            lambda: -tf.math.log(picked),
+        )
 
         def grad(upstream):
-            return backward(flat, targets, lse, upstream)
+            return backward(probs, targets, upstream)
 
         return nll, grad
 
