@@ -219,7 +219,8 @@ class TrainConfig:
             Keras's choice, i.e. a jitted step on JAX and a ``tf.function``
             without XLA on a CPU-only TensorFlow (the recurrent loops are
             XLA-compiled either way); the evaluators' models on TensorFlow
-            XLA-compile their whole step where the loops run whole
+            XLA-compile their whole step for batches of 1 to 3 and for
+            large steps in long windows
             (:func:`keras_rnnlm.evaluation.static.eval_jit_compile`).
             ``False`` on JAX runs every step eagerly (slow: the loops
             recompile per batch).

@@ -32,6 +32,9 @@ from keras_rnnlm.data.graph_windows import supports
 from keras_rnnlm.data.graph_windows import window_chunks
 from keras_rnnlm.data.sentences import lm_sequence
 from keras_rnnlm.inference_model import build_inference_model
+from keras_rnnlm.loops.loop_parts import MIN_ROWS
+from keras_rnnlm.loops.loop_parts import forced_parts
+from keras_rnnlm.loops.loop_parts import large_steps
 from keras_rnnlm.loops.loop_parts import may_split
 from keras_rnnlm.loops.loop_parts import window_loop
 from keras_rnnlm.loops.recurrence import set_forward_only
@@ -66,27 +69,43 @@ def eval_jit_compile(jit_compile, batch_size, step_weights=0):
     compiled with: ``jit_compile`` itself unless it is ``"auto"``.
 
     ``"auto"`` on TensorFlow: ``True`` (one XLA program for the whole
-    forward-only step: the decoder's product and the loss fuse, with no
-    per-op dispatch) unless the graph can run work side by side
-    (:func:`~keras_rnnlm.loops.loop_parts.may_split`: more than one
-    inter-op thread, batch >= 4, and, where ``step_weights`` is given,
-    steps of no more than
-    :data:`~keras_rnnlm.loops.loop_parts.MAX_STEP_MACS` multiply-adds,
-    ``batch_size x step_weights``): there the Evaluator's window loop is
-    a graph whose windows overlap (:meth:`Evaluator._window_loop`), and
-    ``model.evaluate`` runs its loops as row blocks; one XLA program
-    would run every part one after the other. Measured on the AWD-LSTM
-    ``cpu`` shape, 2-core machine, ms a window of 35 (``tf.function``
-    with row blocks / XLA): batch 1, 5.85 / 5.01 at one thread and 4.92
-    / 4.51 at two; batch 10, 21.0 / 19.8 at one thread, 15.2 / 16.5 at
-    two. The Evaluator passes :func:`program_step_weights` (its model's
-    largest step for several recurrent layers and one softmax in windows
-    of :data:`LONG_WINDOW` or more). Other backends: ``"auto"`` (Keras's
+    forward-only step, with no per-op dispatch) for fewer than
+    :data:`GRAPH_FROM_BATCH` rows, or where ``step_weights`` is given and
+    the steps are too large to split (``batch_size x step_weights`` above
+    :data:`~keras_rnnlm.loops.loop_parts.MAX_STEP_MACS`: each step's
+    products already use the threads); else ``False``, a graph. With
+    several inter-op threads the graph runs work side by side (the
+    Evaluator's windows overlap, :meth:`Evaluator._window_loop`, and
+    ``model.evaluate`` runs its loops as row blocks), where one XLA
+    program would run every part one after the other; at one thread it
+    still runs the decoder's product and the softmax in TensorFlow's
+    oneDNN kernels, ahead of XLA's. Measured on a 2-core machine (AMD
+    EPYC), AWD-LSTM ``cpu`` shape, ms a window of 35 (graph / program):
+    batch 1, 5.85 / 5.01 at one thread and 4.92 / 4.51 at two; batch 10,
+    15.2 / 16.5 at two. ``python -m bench.eval_program`` on the Intel
+    Xeon class, one thread, tok/s over four passes each (program /
+    graph): Zaremba small at batch 20, 14,694 / 16,059; multi-cell small
+    at batch 20, 11,448 / 14,522; AWD-LSTM ``cpu`` at batch 10, 7,154 /
+    7,202. Where ``KERAS_RNNLM_LOOP_PARTS`` is set, the graph exactly
+    where the loops run as row blocks
+    (:func:`~keras_rnnlm.loops.loop_parts.may_split`). The Evaluator
+    passes :func:`program_step_weights` (its model's largest step for
+    several recurrent layers and one softmax in windows of
+    :data:`LONG_WINDOW` or more). Other backends: ``"auto"`` (Keras's
     choice: jitted on JAX).
     """
     if jit_compile != "auto" or backend.backend() != "tensorflow":
         return jit_compile
-    return not may_split(batch_size, step_weights)
+    if forced_parts() is not None:
+        return not may_split(batch_size, step_weights)
+    if batch_size is None or batch_size < GRAPH_FROM_BATCH:
+        return True
+    return large_steps(batch_size, step_weights)
+
+
+#: The smallest batch :func:`eval_jit_compile` runs as a graph: two row
+#: blocks of :data:`~keras_rnnlm.loops.loop_parts.MIN_ROWS`.
+GRAPH_FROM_BATCH = 2 * MIN_ROWS
 
 
 #: Windows at least this long, of a model of several recurrent layers
@@ -385,8 +404,8 @@ class Evaluator:
         which takes the recurrent state as an input, and carries the state
         and the metric's sums as loop variables: a window's body assigns
         no variable. XLA-compiled as :func:`eval_jit_compile` says (one
-        XLA program of the chunk's windows at batch 1, at one thread, or
-        for large steps in long windows: :data:`LONG_WINDOW`); else a
+        XLA program of the chunk's windows at batch 1 to 3, or for large
+        steps in long windows: :data:`LONG_WINDOW`); else a
         graph, where TensorFlow's executor starts window
         ``w + 1``'s first layer as soon as window ``w``'s first layer is
         done, beside ``w``'s later layers and decoder

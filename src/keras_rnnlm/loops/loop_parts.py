@@ -94,7 +94,14 @@ def inter_op_threads():
     return os.cpu_count() or 1
 
 
-def _override():
+def large_steps(batch, step_weights):
+    """Whether steps of ``batch`` rows by ``step_weights`` weight entries
+    are too large to split (above :data:`MAX_STEP_MACS` multiply-adds)."""
+    return batch * step_weights > MAX_STEP_MACS
+
+
+def forced_parts():
+    """The row blocks :data:`ENV` forces, or ``None`` where it is unset."""
     value = os.environ.get(ENV, "").strip()
     if not value:
         return None
@@ -107,12 +114,12 @@ def _override():
 
 def _graph_parts(batch, step_weights=0):
     """:func:`loop_parts` in a graph (the eager check left out)."""
-    forced = _override()
+    forced = forced_parts()
     if forced is not None:
         return max(1, min(forced, batch))
     overlap = _OVERLAP.get()
     if overlap == "whole" or (
-        overlap is None and batch * step_weights > MAX_STEP_MACS
+        overlap is None and large_steps(batch, step_weights)
     ):
         return 1
     return max(1, min(inter_op_threads(), batch // MIN_ROWS))
