@@ -672,8 +672,7 @@ def position_log_probs(inference, inputs, targets, states, positions):
 
 
 def _token_nll(inference, targets, logits):
-    # logit[target] - logsumexp(logits): no second (tokens, vocab) tensor,
-    # unlike gathering from log_softmax; one compiled kernel on TensorFlow
+    # token_nll's fused TensorFlow form (the softmax kernel and -log p)
     # unless the graph must stay free of XLA functions.
     fused = not getattr(inference, "portable", False)
     return token_nll(targets, logits, fused=fused)
