@@ -54,8 +54,11 @@ def token_nll(y_true, y_pred, from_logits=True, fused=True):
     function in the graph, e.g. for a portable SavedModel).
 
     Targets must be valid ids in ``[0, vocabulary)`` (the data pipeline's
-    vocabularies guarantee it; compiled gathers clamp out-of-range ids),
-    below 2**24 (exact in float32, where the loss wrapper puts them).
+    vocabularies guarantee it; TensorFlow's gather outside XLA rejects an
+    out-of-range id, XLA's clamps it), below 2**24 (exact in float32,
+    where the loss wrapper puts them). The fused form holds the
+    probabilities beside the logits while it runs (one more tokens x
+    vocabulary float32 tensor at its peak).
     """
     y_pred = ops.cast(y_pred, "float32")
     if fused and from_logits and keras.backend.backend() == "tensorflow":
