@@ -1,5 +1,8 @@
-"""The headline tables of docs/performance.md: the current figure of each
-bench, model and thread setting, one section a machine class.
+"""The headline tables: the current figure of each bench, model and
+thread setting, one section a machine class (:func:`headline_lines`, in
+bench/RESULTS.md), and the summary of docs/performance.md: the ratio of
+each user path to its reference, a column a thread setting
+(:func:`summary_lines`).
 
 "Current" is the newest record of its key (result file, record name,
 model, threads, machine class): records are appended in time order, so
@@ -429,6 +432,44 @@ def headline_lines(records):
             lines += [f"### {cls}", ""]
             for t in tables:
                 lines += t
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+#: The summary of docs/performance.md: the user paths (the trainer, the
+#: CLI's evaluation) against the code a user would otherwise run, tokens
+#: a second, a column a thread setting.
+SUMMARY = Table(
+    "The user paths against the references",
+    ("upstream_epochs", "family_trainer", "upstream_eval", "family_eval"),
+    r"(?P<row>.+?)_(?P<col>train|eval_valid_b\d+|eval_test_b\d+)",
+    (
+        ("train", "training"),
+        (r"eval_valid_b\d+", "evaluation, valid"),
+        (r"eval_test_b\d+", "evaluation, test at batch 1"),
+    ),
+    hide_models=("keras",),
+    threads_cols=True,
+    note="tok/s, char/s for mlstm, and keras_rnnlm / reference: "
+    "salesforce/awd-lstm-lm's main.py for the AWD-LSTM, else the "
+    "family's PyTorch model (torch: that model x main.py; jax: the "
+    "trainer on JAX)",
+)
+
+
+def summary_lines(records):
+    """The summary of docs/performance.md: for each machine class with a
+    matching record, its :data:`SUMMARY` table."""
+    entries = current(records)
+    classes = {}
+    for stem, rec in entries:
+        classes.setdefault(device_class(rec), []).append((stem, rec))
+    lines = []
+    for cls in sorted(classes, key=lambda c: (not c.startswith("CPU"), c)):
+        table = table_lines(SUMMARY, classes[cls])
+        if table:
+            lines += [f"### {cls}", "", *table]
     while lines and not lines[-1]:
         lines.pop()
     return lines

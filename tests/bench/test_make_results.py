@@ -1,5 +1,6 @@
-"""bench/make_results.py: every record in RESULTS.md, and headline tables
-in docs/performance.md that stay small and never mix two machines."""
+"""bench/make_results.py: every record and the headline tables in
+RESULTS.md, and the summary of the user paths in docs/performance.md,
+which stays small; no table mixes two machines."""
 
 import json
 
@@ -58,12 +59,19 @@ def _run(tmp_path, docs_text="# Performance\n\nHand-written.\n"):
         ]
     )
     text = docs.read_text()
-    generated = text.split(make_results.MARKER)[1]
-    return text, generated, out.read_text()
+    results_md = out.read_text()
+    headlines = results_md.split(make_results.HEADLINES)[1].split("\n## ")[0]
+    return text, headlines, results_md
+
+
+def _summary(tmp_path, docs_text="# Performance\n\nHand-written.\n"):
+    """The generated part of docs/performance.md after :func:`_run`."""
+    text, _, _ = _run(tmp_path, docs_text)
+    return text.split(make_results.MARKER)[1]
 
 
 def _sections(generated):
-    """``{machine heading: its text}`` of the headline part."""
+    """``{machine heading: its text}`` of headline tables or a summary."""
     out, name = {}, None
     for line in generated.splitlines():
         if line.startswith("### "):
@@ -158,38 +166,81 @@ def test_every_record_in_results_md_one_section_a_file(tmp_path):
     assert text.count(make_results.MARKER) == 1
 
 
-def test_headlines_stay_within_the_limit(tmp_path):
+def test_the_summary_stays_within_the_limit(tmp_path):
+    """docs/performance.md's generated part: a table a machine of each
+    user path's tokens a second and ratio, a column a thread setting;
+    other benches, memory and command times stay in RESULTS.md."""
     results = tmp_path / "results"
-    machines = [_cpu(AMD), _cpu(INTEL), H100]
-    records = []
+    machines = [_cpu(AMD), _cpu(INTEL)]
+    trainer, evaluation, micro = [], [], []
     for machine in machines:
-        for size in ("small", "medium"):
-            for threads in (1, 2, 0):
-                for phase, model in (
-                    ("train", "keras_rnnlm"),
-                    ("eval", "torch"),
-                ):
-                    records.append(
-                        _speed(
-                            f"zaremba_{size}_{phase}",
-                            model,
-                            1000.0,
-                            900.0,
-                            machine,
-                            threads=threads,
-                        )
+        for family in ("zaremba_ptb_small", "multicell_ptb_small"):
+            for threads in (1, 2):
+                trainer.append(
+                    _speed(
+                        f"{family}_train",
+                        "keras",
+                        1000.0,
+                        900.0,
+                        machine,
+                        threads,
                     )
-    _write(results, "throughput", records)
+                )
+                evaluation += [
+                    _speed(
+                        f"{family}_eval_valid_b20",
+                        "keras",
+                        3000.0,
+                        2000.0,
+                        machine,
+                        threads,
+                    ),
+                    {
+                        **_speed(
+                            f"{family}_eval_valid_b20_peak_rss",
+                            "keras",
+                            900.0,
+                            300.0,
+                            machine,
+                            threads,
+                        ),
+                        "kind": "memory",
+                    },
+                ]
+                micro.append(
+                    _speed(
+                        "zaremba_small_train",
+                        "keras_rnnlm",
+                        5.0,
+                        4.0,
+                        machine,
+                        threads,
+                    )
+                )
+    _write(results, "family_trainer", trainer)
+    _write(results, "family_eval", evaluation)
+    _write(results, "throughput", micro)
     docs_text = (
         "# Performance\n\nHand.\n\n"
         + make_results.MARKER
         + "\n"
         + "old\n" * 3000
     )
-    _, generated, _ = _run(tmp_path, docs_text)
+    generated = _summary(tmp_path, docs_text)
     assert "old" not in generated
     lines = generated.strip("\n").splitlines()
     assert 10 < len(lines) <= make_results.MAX_DOCS_LINES
+    amd = _sections(generated)["CPU AMD EPYC, AVX-512, 2 cores"]
+    assert "| 1 thread | 2 threads | default threads | date |" in amd
+    assert (
+        "| zaremba ptb small, evaluation, valid | 3,000 (1.50x) "
+        "| 3,000 (1.50x) |  | 2026-12-01 |" in amd
+    )
+    assert "| zaremba ptb small, training | 1,000 (1.11x) |" in amd
+    assert "900 (3.00x)" not in generated  # memory: RESULTS.md
+    assert "5 (1.25x)" not in generated  # other benches: RESULTS.md
+    _, headlines, _ = _run(tmp_path, docs_text)
+    assert "900 (3.00x)" in headlines and "5 (1.25x)" in headlines
 
 
 def test_records_of_the_run_environment_kind(tmp_path):
