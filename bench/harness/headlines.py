@@ -417,16 +417,22 @@ def table_lines(table, entries):
     return lines + [""]
 
 
+def _by_class(records):
+    """The current records (:func:`current`) grouped by machine class:
+    ``[(class, [(stem, record)])]``, the CPU classes first."""
+    classes = {}
+    for stem, rec in current(records):
+        classes.setdefault(device_class(rec), []).append((stem, rec))
+    order = sorted(classes, key=lambda c: (not c.startswith("CPU"), c))
+    return [(cls, classes[cls]) for cls in order]
+
+
 def headline_lines(records):
     """The headline section: for each machine class with a matching
     record, its tables. ``records``: ``(file stem, record)`` pairs."""
-    entries = current(records)
-    classes = {}
-    for stem, rec in entries:
-        classes.setdefault(device_class(rec), []).append((stem, rec))
     lines = []
-    for cls in sorted(classes, key=lambda c: (not c.startswith("CPU"), c)):
-        tables = [table_lines(t, classes[cls]) for t in TABLES]
+    for cls, entries in _by_class(records):
+        tables = [table_lines(t, entries) for t in TABLES]
         tables = [t for t in tables if t]
         if tables:
             lines += [f"### {cls}", ""]
@@ -461,13 +467,9 @@ SUMMARY = Table(
 def summary_lines(records):
     """The summary of docs/performance.md: for each machine class with a
     matching record, its :data:`SUMMARY` table."""
-    entries = current(records)
-    classes = {}
-    for stem, rec in entries:
-        classes.setdefault(device_class(rec), []).append((stem, rec))
     lines = []
-    for cls in sorted(classes, key=lambda c: (not c.startswith("CPU"), c)):
-        table = table_lines(SUMMARY, classes[cls])
+    for cls, entries in _by_class(records):
+        table = table_lines(SUMMARY, entries)
         if table:
             lines += [f"### {cls}", "", *table]
     while lines and not lines[-1]:
