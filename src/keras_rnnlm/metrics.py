@@ -37,12 +37,12 @@ def token_nll(y_true, y_pred, from_logits=True, fused=True):
     ``logsumexp - logit[target]`` instead, one XLA-compiled pass. The
     exponentials are what such a pass costs on a CPU, and the softmax
     kernel computes them once a step where an XLA ``logsumexp`` forward
-    and an XLA backward computed them twice, each on one thread: 400 x
+    and an XLA backward compute them twice, each on one thread: 400 x
     10k logits (Zaremba small), forward and backward, Intel Xeon (AVX-512,
-    2 cores), ms at one / two threads: 4.5 / 3.2-3.5 against 8.9-9.1 /
-    5.9-6.5 (capped to AVX2: 5.2-7.2 / 4.1-4.3 against 6.6-9.9 /
-    5.6-5.9). JAX compiles the ``keras.ops`` form into one fused kernel
-    itself.
+    2 cores), ms at one / two threads over three processes: 4.5-5.8 /
+    3.2-3.7 against 8.9-10.8 / 5.9-6.6 (capped to AVX2: 5.2-7.3 / 3.9-4.8
+    against 6.6-9.9 / 5.6-6.4). JAX compiles the ``keras.ops`` form into
+    one fused kernel itself.
 
     In a training step the loss and the NLL metric call this on the same
     logits and targets; the fused forward is built so that both calls are
