@@ -203,7 +203,7 @@ class MultiplicativeCell(keras.layers.Layer):
 
     def project_inputs(self, inputs):
         """Input side ``x @ kernel + bias`` (any leading dimensions)."""
-        return _project(inputs, self.kernel, self.bias)
+        return project_rows(inputs, self.kernel, self.bias)
 
     def step(self, projected, states, weights):
         """One time step from the projected input.
@@ -257,13 +257,6 @@ class MultiplicativeCell(keras.layers.Layer):
             }
         )
         return config
-
-
-def _project(x, kernel, bias):
-    """The input side ``x @ kernel + bias`` (any leading dimensions; the
-    bias fused into the product,
-    :func:`~keras_rnnlm.layers.rows.project_rows`)."""
-    return project_rows(x, kernel, bias)
 
 
 @keras.saving.register_keras_serializable(package="keras_rnnlm")
@@ -461,7 +454,7 @@ def _projecting(step_fn, dims):
     bias, step weights): what the forward-only loop runs."""
 
     def step(x, states, weights):
-        return step_fn(_project(x, *weights[:2]), states, weights[2:], dims)
+        return step_fn(project_rows(x, *weights[:2]), states, weights[2:], dims)
 
     return step
 
