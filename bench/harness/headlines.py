@@ -427,16 +427,17 @@ def _by_class(records):
     return [(cls, classes[cls]) for cls in order]
 
 
-def headline_lines(records):
+def headline_lines(records, tables=TABLES):
     """The headline section: for each machine class with a matching
-    record, its tables. ``records``: ``(file stem, record)`` pairs."""
+    record, its ``tables``. ``records``: ``(file stem, record)``
+    pairs."""
     lines = []
     for cls, entries in _by_class(records):
-        tables = [table_lines(t, entries) for t in TABLES]
-        tables = [t for t in tables if t]
-        if tables:
+        found = [table_lines(t, entries) for t in tables]
+        found = [t for t in found if t]
+        if found:
             lines += [f"### {cls}", ""]
-            for t in tables:
+            for t in found:
                 lines += t
     while lines and not lines[-1]:
         lines.pop()
@@ -467,11 +468,4 @@ SUMMARY = Table(
 def summary_lines(records):
     """The summary of docs/performance.md: for each machine class with a
     matching record, its :data:`SUMMARY` table."""
-    lines = []
-    for cls, entries in _by_class(records):
-        table = table_lines(SUMMARY, entries)
-        if table:
-            lines += [f"### {cls}", "", *table]
-    while lines and not lines[-1]:
-        lines.pop()
-    return lines
+    return headline_lines(records, (SUMMARY,))
