@@ -67,9 +67,8 @@ def test_random_corpora_batches_and_windows_are_exact(n, batch, bptt, seed):
 def test_auto_jit_compile_follows_the_loop_split(monkeypatch):
     """``"auto"`` on TensorFlow: the whole step XLA-compiled for fewer
     than four rows or steps too large to split, else a graph, at two
-    inter-op threads and at one; with ``KERAS_RNNLM_LOOP_PARTS`` set, a
-    graph where the loops run as row blocks; explicit values are
-    kept."""
+    inter-op threads and at one, whatever ``KERAS_RNNLM_LOOP_PARTS``
+    forces; explicit values are kept."""
     import keras
 
     from keras_rnnlm.evaluation.static import eval_jit_compile
@@ -97,7 +96,8 @@ def test_auto_jit_compile_follows_the_loop_split(monkeypatch):
     assert eval_jit_compile("auto", 10) is False
     assert eval_jit_compile("auto", 10, 1150 * 4600) is True
     monkeypatch.setenv(loop_parts.ENV, "1")
-    assert eval_jit_compile("auto", 10) is True
+    assert eval_jit_compile("auto", 10) is False
+    assert eval_jit_compile("auto", 1) is True
     monkeypatch.setenv(loop_parts.ENV, "2")
     assert eval_jit_compile("auto", 10) is False
     assert Evaluator(CONFIG, VOCAB, 10, 5).model.jit_compile is False

@@ -33,9 +33,7 @@ from keras_rnnlm.data.graph_windows import window_chunks
 from keras_rnnlm.data.sentences import lm_sequence
 from keras_rnnlm.inference_model import build_inference_model
 from keras_rnnlm.loops.loop_parts import MIN_ROWS
-from keras_rnnlm.loops.loop_parts import forced_parts
 from keras_rnnlm.loops.loop_parts import large_steps
-from keras_rnnlm.loops.loop_parts import may_split
 from keras_rnnlm.loops.loop_parts import window_loop
 from keras_rnnlm.loops.recurrence import set_forward_only
 from keras_rnnlm.metrics import LanguageModelMetrics
@@ -86,9 +84,8 @@ def eval_jit_compile(jit_compile, batch_size, step_weights=0):
     Xeon class, one thread, tok/s over four passes each (program /
     graph): Zaremba small at batch 20, 14,694 / 16,059; multi-cell small
     at batch 20, 11,448 / 14,522; AWD-LSTM ``cpu`` at batch 10, 7,154 /
-    7,202. Where ``KERAS_RNNLM_LOOP_PARTS`` is set, the graph exactly
-    where the loops run as row blocks
-    (:func:`~keras_rnnlm.loops.loop_parts.may_split`). The Evaluator
+    7,202. ``KERAS_RNNLM_LOOP_PARTS`` sets the loops' row blocks only,
+    not this choice. The Evaluator
     passes :func:`program_step_weights` (its model's largest step for
     several recurrent layers and one softmax in windows of
     :data:`LONG_WINDOW` or more). Other backends: ``"auto"`` (Keras's
@@ -96,8 +93,6 @@ def eval_jit_compile(jit_compile, batch_size, step_weights=0):
     """
     if jit_compile != "auto" or backend.backend() != "tensorflow":
         return jit_compile
-    if forced_parts() is not None:
-        return not may_split(batch_size, step_weights)
     if batch_size is None or batch_size < GRAPH_FROM_BATCH:
         return True
     return large_steps(batch_size, step_weights)
@@ -226,9 +221,9 @@ class Evaluator:
         char_level: also report bits per character.
         jit_compile: of the window loop and of ``compile``; ``"auto"``
             (see :func:`eval_jit_compile`): jitted on JAX; on TensorFlow
-            the whole evaluation step XLA-compiled where the recurrent
-            loops run whole, a ``tf.function`` around the XLA-compiled
-            loops where they run as concurrent row blocks.
+            the whole evaluation step XLA-compiled at batch 1 to 3 and
+            for large steps in long windows, else a ``tf.function``
+            around the XLA-compiled loops.
         recurrent_output_hook: passed to
             :func:`~keras_rnnlm.models.builder.build_language_model` for
             the evaluation model only (e.g. feature masking).

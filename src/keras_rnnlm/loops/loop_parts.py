@@ -100,7 +100,7 @@ def large_steps(batch, step_weights):
     return batch * step_weights > MAX_STEP_MACS
 
 
-def forced_parts():
+def _forced_parts():
     """The row blocks :data:`ENV` forces, or ``None`` where it is unset."""
     value = os.environ.get(ENV, "").strip()
     if not value:
@@ -114,7 +114,7 @@ def forced_parts():
 
 def _graph_parts(batch, step_weights=0):
     """:func:`loop_parts` in a graph (the eager check left out)."""
-    forced = forced_parts()
+    forced = _forced_parts()
     if forced is not None:
         return max(1, min(forced, batch))
     overlap = _OVERLAP.get()
